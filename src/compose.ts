@@ -1,0 +1,135 @@
+/**
+ * Composition root: builds each module from its factory, in dependency order, and nothing else.
+ * storage → audit → key backend → actors → core services → front ends.
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import type { Server } from 'node:http';
+import path from 'node:path';
+import type Koa from 'koa';
+import type { Config, Plans } from './config/schema.ts';
+import { loadPlans, publicUrl } from './config/loader.ts';
+import { CustosError } from './errors.ts';
+import type { Logger } from './log.ts';
+import { AuditLog } from './audit/audit-log.ts';
+import { openDatabase, type Database } from './storage/data-source.ts';
+import { createStore } from './storage/repos.ts';
+import { createKeyBackend } from './keys/registry.ts';
+import type { CountedKeyBackend } from './keys/stats.ts';
+import { ActorSystem } from './actors/actor-system.ts';
+import { AccessService } from './core/access.ts';
+import { AccountService } from './core/accounts.ts';
+import { AuditReader } from './core/audit-reader.ts';
+import { PlanService } from './core/plans.ts';
+import type { Store } from './core/ports.ts';
+import { TokenService } from './core/tokens.ts';
+import { WorkspaceService } from './core/workspaces.ts';
+import { createApp } from './http/app.ts';
+import type { State } from './http/middleware.ts';
+
+export interface Services {
+  access: AccessService;
+  accounts: AccountService;
+  workspaces: WorkspaceService;
+  tokens: TokenService;
+  auditReader: AuditReader;
+  plans: PlanService;
+  ping(): Promise<void>;
+}
+
+export interface Custos {
+  config: Config;
+  log: Logger;
+  db: Database;
+  auditLog: AuditLog;
+  store: Store;
+  backend: CountedKeyBackend;
+  actors: ActorSystem;
+  services: Services;
+  app: Koa<State>;
+  /** Listens on config.server; resolves with the URL people and agents use. */
+  listen(): Promise<{ url: string; port: number; server: Server }>;
+  close(): Promise<void>;
+}
+
+export interface ComposeOptions {
+  log: Logger;
+  plans?: Plans;
+  env?: NodeJS.ProcessEnv;
+  /** Run pending migrations at start-up (serve does; `custos migrate` exists for operators). */
+  migrate?: boolean;
+}
+
+/** The token-hash pepper: from config, a file, or generated once into the data dir (0600). */
+export function loadPepper(config: Config, log: Logger): Buffer {
+  if (config.auth.tokenPepper) return Buffer.from(config.auth.tokenPepper, 'utf8');
+  const file = config.auth.tokenPepperFile ?? path.join(config.dataDir, 'token-pepper');
+  if (!existsSync(file)) {
+    if (config.auth.tokenPepperFile) throw new CustosError('CUSTOS_ERR_CONFIG', `auth.tokenPepperFile ${file} does not exist.`);
+    if (config.database.url) log.warn('no auth.tokenPepperFile set with PostgreSQL: generating a node-local pepper; every node must share one (see docs/configuration.md)');
+    mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+    writeFileSync(file, randomBytes(32).toString('base64'), { mode: 0o600, flag: 'wx' });
+  }
+  const pepper = Buffer.from(readFileSync(file, 'utf8').trim(), 'utf8');
+  if (pepper.length < 16) throw new CustosError('CUSTOS_ERR_CONFIG', 'The token pepper must be at least 16 bytes.');
+  return pepper;
+}
+
+export async function createCustos(config: Config, opts: ComposeOptions): Promise<Custos> {
+  const log = opts.log;
+  const plans = new PlanService(opts.plans ?? loadPlans());
+  const db = await openDatabase({ url: config.database.url, dataDir: config.dataDir });
+  try {
+    if (opts.migrate !== false) await db.migrate();
+    const auditLog = new AuditLog(db, log.child({ module: 'audit' }));
+    const store = createStore(db, auditLog);
+    const backend = await createKeyBackend(config.keys, { dataDir: config.dataDir, log: log.child({ module: 'keys' }), ...(opts.env ? { env: opts.env } : {}) });
+    const actors = new ActorSystem({
+      backend, store, log: log.child({ module: 'actors' }), idleSeconds: config.actors.idleSeconds, useConcurrency: config.actors.useConcurrency,
+    });
+    const access = new AccessService(store);
+    const workspaces = new WorkspaceService(store, access, plans, actors);
+    const services: Services = {
+      access,
+      accounts: new AccountService(store, workspaces, config.auth),
+      workspaces,
+      tokens: new TokenService(store, access, loadPepper(config, log)),
+      auditReader: new AuditReader(auditLog, access),
+      plans,
+      ping: () => db.ping(),
+    };
+    let boundPort = config.server.port;
+    const origins = (): Set<string> => new Set([new URL(publicUrl(config, boundPort)).origin, ...config.server.allowedOrigins]);
+    const app = createApp({ log, services, bodyLimitBytes: config.server.bodyLimitBytes, trustProxy: config.server.trustProxy, allowedOrigins: origins });
+    let server: Server | null = null;
+    const custos: Custos = {
+      config, log, db, auditLog, store, backend, actors, services, app,
+      listen: () => new Promise((resolve, reject) => {
+        const s = app.listen(config.server.port, config.server.host);
+        s.once('error', reject);
+        s.once('listening', () => {
+          const addr = s.address();
+          boundPort = typeof addr === 'object' && addr ? addr.port : config.server.port;
+          server = s;
+          resolve({ url: publicUrl(config, boundPort), port: boundPort, server: s });
+        });
+      }),
+      async close() {
+        if (server) {
+          const s = server;
+          server = null;
+          s.closeAllConnections?.();
+          await new Promise<void>((r) => s.close(() => r()));
+        }
+        await actors.shutdown();
+        await auditLog.flush();
+        await backend.close();
+        await db.close();
+      },
+    };
+    return custos;
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * What core services need from storage and key custody, as interfaces. core/ imports nothing from
+ * storage/, http/, mcp/ or cli/ (DESIGN.md §3); storage/repos.ts implements these over TypeORM.
+ */
+import type { AuditInput } from '../audit/audit-log.ts';
+import type { AuditRecord } from '../audit/chain.ts';
+import type {
+  AccountRow, CredentialRow, GrantRow, OrganizationRow, SessionRow, TokenRow, WorkspaceRow,
+} from '../storage/entities.ts';
+
+export type { AccountRow, CredentialRow, GrantRow, OrganizationRow, SessionRow, TokenRow, WorkspaceRow };
+
+export interface Repos {
+  // accounts and organizations
+  findAccountByEmail(email: string): Promise<AccountRow | null>;
+  findAccountById(id: string): Promise<AccountRow | null>;
+  insertAccount(row: AccountRow): Promise<void>;
+  insertOrganization(row: OrganizationRow): Promise<void>;
+  insertMembership(orgId: string, accountId: string, role: string, at: string): Promise<void>;
+  findOrganization(id: string): Promise<OrganizationRow | null>;
+  findPersonalOrganization(accountId: string): Promise<OrganizationRow | null>;
+  setOrganizationPlan(id: string, plan: string): Promise<void>;
+  // sessions and login throttling
+  insertSession(row: SessionRow): Promise<void>;
+  findSession(id: string): Promise<SessionRow | null>;
+  deleteSession(id: string): Promise<void>;
+  insertLoginFailure(email: string, ip: string | null, at: string): Promise<void>;
+  countLoginFailures(email: string, sinceIso: string): Promise<number>;
+  clearLoginFailures(email: string): Promise<void>;
+  // workspaces and grants
+  insertWorkspace(row: WorkspaceRow): Promise<void>;
+  findWorkspace(id: string): Promise<WorkspaceRow | null>;
+  findWorkspaceByName(orgId: string, name: string): Promise<WorkspaceRow | null>;
+  countWorkspacesInOrg(orgId: string): Promise<number>;
+  listWorkspacesGranted(accountId: string): Promise<Array<WorkspaceRow & { permissions: string }>>;
+  listAllWorkspaces(): Promise<WorkspaceRow[]>;
+  updateWorkspace(id: string, patch: Partial<WorkspaceRow>): Promise<void>;
+  deleteWorkspace(id: string): Promise<void>;
+  findGrant(workspaceId: string, accountId: string): Promise<GrantRow | null>;
+  listGrants(workspaceId: string): Promise<Array<GrantRow & { email: string }>>;
+  upsertGrant(row: GrantRow): Promise<void>;
+  deleteGrant(workspaceId: string, accountId: string): Promise<void>;
+  // credentials
+  insertCredential(row: CredentialRow): Promise<void>;
+  findCredential(id: string): Promise<CredentialRow | null>;
+  findCredentialByName(workspaceId: string, name: string): Promise<CredentialRow | null>;
+  listCredentials(workspaceId: string): Promise<CredentialRow[]>;
+  countCredentials(workspaceId: string): Promise<number>;
+  updateCredential(id: string, patch: Partial<CredentialRow>): Promise<void>;
+  deleteCredential(id: string): Promise<void>;
+  /** Row lock on the credential (FOR UPDATE on PostgreSQL; SQLite transactions are serialised). */
+  lockCredential(id: string): Promise<CredentialRow | null>;
+  // tokens
+  insertToken(row: TokenRow): Promise<void>;
+  findTokenByHash(hash: string): Promise<TokenRow | null>;
+  findToken(id: string): Promise<TokenRow | null>;
+  listTokens(creatorId: string, type: string): Promise<TokenRow[]>;
+  updateToken(id: string, patch: Partial<TokenRow>): Promise<void>;
+}
+
+export interface Tx extends Repos {
+  /** Appends an audit record inside this transaction. */
+  audit(input: AuditInput): Promise<AuditRecord>;
+}
+
+export interface Store {
+  /** Non-transactional reads. */
+  readonly read: Repos;
+  tx<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  /** Group-committed audit append for uses and denials; resolves once durable. */
+  audit(input: AuditInput): Promise<AuditRecord>;
+}
+
+/**
+ * Key custody as core sees it: it gets wrapped keys and opaque events, never a plaintext key.
+ * Implemented by the actor system (src/actors), the only place that holds DEKs.
+ */
+export interface WorkspaceKeys {
+  /** Generates a DEK for a new workspace inside the key boundary; returns only its wrapped form. */
+  provision(workspaceId: string): Promise<{ wrappedDek: string; keyBackendId: string }>;
+  /** The workspace was deleted: drop its actor and zero its keys. */
+  forget(workspaceId: string): Promise<void>;
+}

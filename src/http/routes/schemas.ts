@@ -1,0 +1,36 @@
+/** Request schemas of the app API. Strict objects: unknown fields are refused, not ignored. */
+import { z } from 'zod';
+import { HTTP_METHODS, PERMISSIONS, TOOLS } from '../../core/policy.ts';
+
+export const email = z.email().max(320);
+export const signupBody = z.strictObject({ email, password: z.string().min(12, 'must be at least 12 characters').max(1024) });
+export const loginBody = z.strictObject({ email, password: z.string().min(1).max(1024) });
+export const workspaceName = z.string().trim().min(1).max(100).regex(/^[^\u0000-\u001f\u007f]+$/, 'must not contain control characters');
+export const createWorkspaceBody = z.strictObject({ name: workspaceName });
+export const renameWorkspaceBody = z.strictObject({ name: workspaceName });
+export const permissions = z.array(z.enum(PERMISSIONS)).min(1).max(5);
+export const putGrantBody = z.strictObject({ permissions });
+export const id = z.string().min(1).max(64).regex(/^[A-Za-z0-9-]+$/, 'is not an id');
+export const principalParam = z.union([id, email]);
+export const auditQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
+  before: z.coerce.number().int().min(1).optional(),
+});
+const expiresAt = z.iso.datetime({ offset: true }).nullable().optional();
+const tokenName = z.string().trim().min(1).max(100);
+export const agentTokenBody = z.strictObject({
+  name: tokenName,
+  tools: z.array(z.enum(TOOLS)).min(1),
+  methods: z.array(z.enum(HTTP_METHODS)).min(1).default(['GET']),
+  workspaceId: id.nullable().optional(),
+  grants: z.record(id, permissions).optional(),
+  defaultPermissions: permissions.optional(),
+  expiresAt,
+});
+export const sshTokenBody = z.strictObject({
+  name: tokenName, workspaceId: id.nullable().optional(), credentialIds: z.array(id).min(1).nullable().optional(), expiresAt,
+});
+export const ciTokenBody = z.strictObject({
+  name: tokenName, workspaceId: id, credentials: z.array(z.string().min(1).max(100)).min(1).nullable().optional(),
+  expiresAt: z.iso.datetime({ offset: true }),
+});

@@ -1,0 +1,96 @@
+/**
+ * The TypeORM data source: better-sqlite3 (embedded default, a file in the data dir) or postgres
+ * (when database.url is set). Migrations run explicitly (`custos migrate`, and at `serve` start-up);
+ * `synchronize` is never used.
+ *
+ * SQLite has one connection: two TypeORM transactions on it would interleave, so on SQLite every
+ * transaction is serialised through an in-process mutex (writes are short; WAL keeps readers going).
+ */
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { DataSource, type EntityManager } from 'typeorm';
+import { CustosError } from '../errors.ts';
+import { ENTITIES } from './entities.ts';
+import { MIGRATIONS } from './migrations/0001-initial.ts';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+export interface Database {
+  readonly dialect: Dialect;
+  readonly dataSource: DataSource;
+  /** Runs fn in one transaction (serialised on SQLite). */
+  tx<T>(fn: (em: EntityManager) => Promise<T>): Promise<T>;
+  /** Positional placeholder for raw SQL: $n on PostgreSQL, ? on SQLite. */
+  p(n: number): string;
+  migrate(): Promise<string[]>;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  url: string | null;
+  dataDir: string;
+  /** Pool size for PostgreSQL. */
+  poolSize?: number;
+}
+
+class Mutex {
+  #tail: Promise<void> = Promise.resolve();
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    const result = this.#tail.then(fn);
+    this.#tail = result.then(() => undefined, () => undefined);
+    return result;
+  }
+}
+
+export async function openDatabase(opts: DatabaseOptions): Promise<Database> {
+  let dialect: Dialect;
+  let dataSource: DataSource;
+  if (opts.url) {
+    if (!/^postgres(ql)?:\/\//.test(opts.url)) {
+      throw new CustosError('CUSTOS_ERR_CONFIG', 'database.url must be a postgres:// or postgresql:// URL.');
+    }
+    dialect = 'postgres';
+    dataSource = new DataSource({
+      type: 'postgres', url: opts.url, entities: ENTITIES, migrations: MIGRATIONS, synchronize: false,
+      migrationsTableName: 'custos_migrations', poolSize: opts.poolSize ?? 10, logging: false,
+    });
+  } else {
+    dialect = 'sqlite';
+    mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+    dataSource = new DataSource({
+      type: 'better-sqlite3', database: path.join(opts.dataDir, 'custos.sqlite'), entities: ENTITIES, migrations: MIGRATIONS,
+      synchronize: false, migrationsTableName: 'custos_migrations', logging: false,
+      prepareDatabase: (db: { pragma(s: string): unknown }) => {
+        db.pragma('journal_mode = WAL');
+        db.pragma('synchronous = NORMAL');
+        db.pragma('foreign_keys = ON');
+        db.pragma('busy_timeout = 5000');
+      },
+    });
+  }
+  try {
+    await dataSource.initialize();
+  } catch (err) {
+    // The driver's message may contain the URL (with a password): do not echo it.
+    throw new CustosError('CUSTOS_ERR_UNAVAILABLE', `Cannot open the ${dialect} database.`, { cause: err });
+  }
+  const mutex = new Mutex();
+  const db: Database = {
+    dialect,
+    dataSource,
+    tx: (fn) => (dialect === 'sqlite' ? mutex.run(() => dataSource.transaction(fn)) : dataSource.transaction(fn)),
+    p: (n) => (dialect === 'postgres' ? `$${n}` : '?'),
+    async migrate() {
+      const ran = await dataSource.runMigrations({ transaction: 'each' });
+      return ran.map((m) => m.name);
+    },
+    async ping() {
+      await dataSource.query('SELECT 1');
+    },
+    async close() {
+      if (dataSource.isInitialized) await dataSource.destroy();
+    },
+  };
+  return db;
+}
