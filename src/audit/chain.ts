@@ -101,6 +101,16 @@ export function verifyJsonLines(text: string): VerifyResult {
   const state = new Map<string, { seq: number; hash: string }>();
   let entries = 0;
   const lines = text.split('\n');
+  // Which (chain, seq) pairs occur anywhere: a gap whose missing entry appears later is a reorder.
+  const present = new Set<string>();
+  for (const l of lines) {
+    try {
+      const r = JSON.parse(l) as Partial<AuditRecord>;
+      if (typeof r.chain === 'string' && Number.isInteger(r.seq)) present.add(`${r.chain}\u0000${r.seq}`);
+    } catch {
+      /* reported in the main pass */
+    }
+  }
   const fail = (b: ChainBreak): VerifyResult => ({ ok: false, entries, chains: state.size, firstBreak: b });
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!.trim();
@@ -129,6 +139,10 @@ export function verifyJsonLines(text: string): VerifyResult {
     if (rec.seq <= cur.seq) {
       return fail({ line: lineNo, chain: rec.chain, seq: rec.seq, reason: 'reordered',
         message: `entry seq ${rec.seq} of chain ${rec.chain} comes after seq ${cur.seq}: entries were reordered or duplicated` });
+    }
+    if (rec.seq !== cur.seq + 1 && present.has(`${rec.chain}\u0000${cur.seq + 1}`)) {
+      return fail({ line: lineNo, chain: rec.chain, seq: rec.seq, reason: 'reordered',
+        message: `entry seq ${rec.seq} of chain ${rec.chain} comes before seq ${cur.seq + 1}: entries were reordered` });
     }
     if (rec.seq !== cur.seq + 1 || rec.prevHash !== cur.hash) {
       return fail({ line: lineNo, chain: rec.chain, seq: rec.seq, reason: 'deleted',

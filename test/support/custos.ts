@@ -1,0 +1,140 @@
+/**
+ * Test harness: a real Custos (real HTTP server, real database, real key backend) per test file,
+ * on SQLite and on the local PostgreSQL (a fresh database per instance, dropped on close).
+ * Log lines are captured so tests can prove a marker secret never reaches them.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { loadConfig, type DeepPartial } from '../../src/config/loader.ts';
+import type { Config } from '../../src/config/schema.ts';
+import { createLogger } from '../../src/log.ts';
+import { createCustos, type Custos } from '../../src/compose.ts';
+
+export type DbKind = 'sqlite' | 'postgres';
+export const DB_KINDS: DbKind[] = ['sqlite', 'postgres'];
+
+export const PG_ADMIN_URL = process.env.CUSTOS_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+/** Creates a uniquely named PostgreSQL database; fails loudly (never skips) when PostgreSQL is down. */
+export async function createPgDatabase(prefix = 'custos_test'): Promise<{ url: string; name: string; drop(): Promise<void> }> {
+  const name = `${prefix}_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+  try {
+    await admin.connect();
+  } catch (err) {
+    throw new Error(`PostgreSQL is required for these tests and is not reachable at ${PG_ADMIN_URL}: ${(err as Error).message}. Start it with: pg_ctlcluster 15 main start`);
+  }
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(PG_ADMIN_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    name,
+    async drop() {
+      const c = new pg.Client({ connectionString: PG_ADMIN_URL });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+export class LogCapture extends Writable {
+  readonly lines: string[] = [];
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: () => void): void {
+    this.lines.push(chunk.toString('utf8'));
+    cb();
+  }
+  text(): string {
+    return this.lines.join('');
+  }
+}
+
+export interface TestCustos {
+  custos: Custos;
+  url: string;
+  db: DbKind;
+  dataDir: string;
+  logs: LogCapture;
+  pgUrl: string | null;
+  close(): Promise<void>;
+}
+
+export async function startCustos(db: DbKind, overrides: DeepPartial<Config> = {}, env: NodeJS.ProcessEnv = {}): Promise<TestCustos> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'custos-test-'));
+  const pgdb = db === 'postgres' ? await createPgDatabase() : null;
+  const config = loadConfig(env, {
+    ...overrides,
+    dataDir,
+    server: { port: 0, ...(overrides.server ?? {}) },
+    database: { url: pgdb?.url ?? null },
+    // Lower scrypt cost in tests only (documented): OWASP's 2^17 costs ~0.3 s per hash.
+    auth: { scryptCost: 16384, ...(overrides.auth ?? {}) },
+    log: { level: 'debug' },
+  } as DeepPartial<Config>);
+  const logs = new LogCapture();
+  const log = createLogger({ level: 'debug', destination: logs });
+  const custos = await createCustos(config, { log, env });
+  const { url } = await custos.listen();
+  return {
+    custos, url, db, dataDir, logs, pgUrl: pgdb?.url ?? null,
+    async close() {
+      await custos.close();
+      if (pgdb) await pgdb.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface Res<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+  text: string;
+}
+
+/** A person's browser: keeps the session cookie and sends the CSRF token on state changes. */
+export class Client {
+  cookie = '';
+  csrf = '';
+  constructor(readonly base: string) {}
+
+  async request<T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Res<T>> {
+    const h: Record<string, string> = { ...headers };
+    if (this.cookie) h.cookie = this.cookie;
+    if (this.csrf && !['GET', 'HEAD'].includes(method) && !('x-csrf-token' in h)) h['x-csrf-token'] = this.csrf;
+    if (body !== undefined && !('content-type' in h)) h['content-type'] = 'application/json';
+    const res = await fetch(this.base + path, {
+      method, headers: h, ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
+    });
+    const setCookie = res.headers.get('set-cookie');
+    if (setCookie) this.cookie = setCookie.split(';')[0]!;
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      /* not JSON */
+    }
+    if (parsed && typeof parsed === 'object' && 'csrfToken' in parsed) this.csrf = (parsed as { csrfToken: string }).csrfToken;
+    return { status: res.status, body: parsed as T, headers: res.headers, text };
+  }
+
+  get = <T = any>(p: string, h?: Record<string, string>) => this.request<T>('GET', p, undefined, h);
+  post = <T = any>(p: string, b?: unknown, h?: Record<string, string>) => this.request<T>('POST', p, b ?? {}, h);
+  put = <T = any>(p: string, b?: unknown, h?: Record<string, string>) => this.request<T>('PUT', p, b ?? {}, h);
+  patch = <T = any>(p: string, b?: unknown, h?: Record<string, string>) => this.request<T>('PATCH', p, b ?? {}, h);
+  del = <T = any>(p: string, h?: Record<string, string>) => this.request<T>('DELETE', p, undefined, h);
+
+  static async signup(base: string, email = `u${randomBytes(4).toString('hex')}@example.com`, password = 'correct horse battery staple'): Promise<{ client: Client; email: string; password: string; accountId: string; workspaceId: string; orgId: string }> {
+    const client = new Client(`${base}/api/v1`);
+    const r = await client.post('/auth/signup', { email, password });
+    if (r.status !== 201) throw new Error(`signup failed: ${r.status} ${r.text}`);
+    return { client, email, password, accountId: r.body.account.id, workspaceId: r.body.workspace.id, orgId: r.body.organization.id };
+  }
+}
