@@ -24,6 +24,8 @@ import { PlanService } from './core/plans.ts';
 import type { Store } from './core/ports.ts';
 import { TokenService } from './core/tokens.ts';
 import { WorkspaceService } from './core/workspaces.ts';
+import { CredentialService } from './core/credentials.ts';
+import { ActorVault } from './actors/vault.ts';
 import { createApp } from './http/app.ts';
 import type { State } from './http/middleware.ts';
 
@@ -33,6 +35,7 @@ export interface Services {
   workspaces: WorkspaceService;
   tokens: TokenService;
   auditReader: AuditReader;
+  credentials: CredentialService;
   plans: PlanService;
   ping(): Promise<void>;
 }
@@ -95,6 +98,7 @@ export async function createCustos(config: Config, opts: ComposeOptions): Promis
       workspaces,
       tokens: new TokenService(store, access, loadPepper(config, log)),
       auditReader: new AuditReader(auditLog, access),
+      credentials: new CredentialService(store, access, plans, new ActorVault(actors, store)),
       plans,
       ping: () => db.ping(),
     };

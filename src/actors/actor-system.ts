@@ -10,7 +10,7 @@ import { CustosError } from '../errors.ts';
 import { generateDek } from '../keys/envelope.ts';
 import type { KeyBackend } from '../keys/key-backend.ts';
 import type { Store, WorkspaceKeys } from '../core/ports.ts';
-import { ActorGoneError } from './mailbox.ts';
+import { ActorGoneError, StaleKeyError } from './mailbox.ts';
 import { workspaceAad, WorkspaceActor } from './workspace-actor.ts';
 
 export interface ActorSystemOptions {
@@ -84,7 +84,8 @@ export class ActorSystem implements WorkspaceKeys {
     try {
       return await fn(await this.actor(workspaceId));
     } catch (err) {
-      if (!(err instanceof ActorGoneError)) throw err;
+      if (err instanceof StaleKeyError) await this.forget(workspaceId);
+      else if (!(err instanceof ActorGoneError)) throw err;
       return fn(await this.actor(workspaceId));
     }
   }

@@ -8,6 +8,13 @@ import { CustosError } from '../errors.ts';
 
 type Waiter = { kind: 'use' | 'exclusive'; run: () => void; reject: (e: unknown) => void };
 
+/** The workspace's DEK was rotated elsewhere (another node, the CLI): this actor must reload. */
+export class StaleKeyError extends CustosError {
+  constructor() {
+    super('CUSTOS_ERR_UNAVAILABLE', 'The workspace key changed while the request ran; retry.');
+  }
+}
+
 /** Thrown to messages still queued when an actor passivates; the actor system retries them once. */
 export class ActorGoneError extends CustosError {
   constructor() {

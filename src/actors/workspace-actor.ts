@@ -12,7 +12,7 @@ import type { KeyBackend } from '../keys/key-backend.ts';
 import type { KindContext, RefreshPort, SecretFields } from '../kinds/credential-kind.ts';
 import type { CredentialRow } from '../core/ports.ts';
 import { ActorCache } from './actor-cache.ts';
-import { Mailbox } from './mailbox.ts';
+import { Mailbox, StaleKeyError } from './mailbox.ts';
 
 /** Ciphertext per secret field, base64, as stored in credentials.secret. */
 export type SealedSecret = Record<string, string>;
@@ -111,6 +111,7 @@ export class WorkspaceActor implements ActorHooks {
         const again = await reload();
         if (!again) throw new CustosError('CUSTOS_ERR_NOT_FOUND', 'Service not found.');
         current = again;
+        if (current.dek_version > this.#dekVersion) throw new StaleKeyError();
       }
       const secret = this.#open(current);
       try {

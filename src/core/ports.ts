@@ -81,3 +81,30 @@ export interface WorkspaceKeys {
   /** The workspace was deleted: drop its actor and zero its keys. */
   forget(workspaceId: string): Promise<void>;
 }
+
+/** A sealed secret as stored: JSON of field → base64 ciphertext, with the DEK version that made it. */
+export interface SealedSecretRecord {
+  secret: string;
+  dekVersion: number;
+  /** Non-secret config derived from the secret (SSH public key, database host/user…). */
+  derivedConfig: Record<string, unknown>;
+}
+
+/**
+ * The actor boundary as core sees it: core hands over what a person typed and gets back ciphertext,
+ * or hands over a stored row and gets back a result. Implemented by src/actors/vault.ts.
+ */
+export interface SecretVault {
+  /**
+   * Validates `input` with the kind's schema, seals each field under the workspace DEK and calls
+   * `persist` while the actor holds its mailbox exclusively (so no DEK rotation can interleave).
+   */
+  seal(workspaceId: string, credentialId: string, scheme: string, input: unknown, config: Record<string, unknown>,
+    persist: (sealed: SealedSecretRecord) => Promise<void>): Promise<void>;
+  /** Plaintext fields as strings, for `reveal` only (built at the last moment). */
+  reveal(row: CredentialRow): Promise<Record<string, string>>;
+  /** A credential's secret changed or it was deleted: drop caches and pools for it. */
+  reset(workspaceId: string, credentialId: string): Promise<void>;
+  /** Re-encrypts all of a workspace's secrets under a new DEK; `persist` stores everything in one tx. */
+  rotateDek(workspaceId: string, persist: (wrappedDek: string, keyBackendId: string, version: number, resealed: Array<{ id: string; secret: string }>) => Promise<void>): Promise<number>;
+}

@@ -10,6 +10,7 @@ import { auditRoutes } from './routes/audit.ts';
 import { healthRoutes } from './routes/health.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { workspaceRoutes } from './routes/workspaces.ts';
+import { credentialRoutes } from './routes/credentials.ts';
 
 export interface AppOptions {
   log: Logger;
@@ -45,6 +46,7 @@ export function createApp(opts: AppOptions): Koa<State> {
     workspaceRoutes(services.workspaces, session),
     auditRoutes(services.auditReader, session),
     tokenRoutes(services.tokens, session),
+    credentialRoutes(services.credentials, session),
     ...(opts.extraApiRouters ?? []),
   ]) {
     api.use(r.routes());

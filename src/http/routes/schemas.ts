@@ -34,3 +34,25 @@ export const ciTokenBody = z.strictObject({
   name: tokenName, workspaceId: id, credentials: z.array(z.string().min(1).max(100)).min(1).nullable().optional(),
   expiresAt: z.iso.datetime({ offset: true }),
 });
+
+export const credentialName = z.string().trim().min(1).max(100).regex(/^[^\u0000-\u001f\u007f]+$/, 'must not contain control characters');
+export const envName = z.string().regex(/^[A-Z_][A-Z0-9_]{0,99}$/, 'must be an upper-case environment variable name');
+const authScheme = z.enum(['bearer', 'header', 'sigv4', 'oauth2', 'database', 'ssh']);
+/** The secret's own shape is the kind's schema, checked inside the actor; here only "an object". */
+const secretObject = z.record(z.string(), z.unknown());
+export const createCredentialBody = z.strictObject({
+  name: credentialName,
+  service: z.string().min(1).max(64).default('custom'),
+  authScheme: authScheme.optional(),
+  baseUrl: z.string().max(2048).nullable().optional(),
+  config: z.record(z.string(), z.unknown()).optional(),
+  secret: secretObject.optional(),
+  envName: envName.nullable().optional(),
+});
+export const updateCredentialBody = z.strictObject({
+  name: credentialName.optional(),
+  baseUrl: z.string().max(2048).nullable().optional(),
+  config: z.record(z.string(), z.unknown()).optional(),
+  envName: envName.nullable().optional(),
+});
+export const putSecretBody = z.strictObject({ secret: secretObject });

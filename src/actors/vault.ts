@@ -1,0 +1,63 @@
+/**
+ * The SecretVault port implemented on the actor system: the write, reveal and rotation paths.
+ * Use paths (call_api, query_db, sign) live in src/actors/operations/.
+ */
+import { CustosError } from '../errors.ts';
+import { kindFor } from '../kinds/registry.ts';
+import type { CredentialRow, SealedSecretRecord, SecretVault, Store } from '../core/ports.ts';
+import type { ActorSystem } from './actor-system.ts';
+
+/** zod issues name the field and the rule; never the value. */
+function secretValidationError(scheme: string, issues: ReadonlyArray<{ path: PropertyKey[]; message: string; code: string }>): CustosError {
+  const first = issues[0]!;
+  const field = first.path.map(String).join('.') || 'secret';
+  const message = first.code === 'unrecognized_keys' ? 'unknown field(s)' : first.message;
+  return new CustosError('CUSTOS_ERR_VALIDATION', `Invalid ${scheme} secret: ${field}: ${message}`);
+}
+
+export class ActorVault implements SecretVault {
+  constructor(private readonly actors: ActorSystem, private readonly store: Store) {}
+
+  async seal(workspaceId: string, credentialId: string, scheme: string, input: unknown, config: Record<string, unknown>, persist: (s: SealedSecretRecord) => Promise<void>): Promise<void> {
+    const kind = kindFor(scheme);
+    const parsed = kind.secretSchema.safeParse(input);
+    if (!parsed.success) throw secretValidationError(scheme, parsed.error.issues);
+    // Strings from the JSON body are unavoidable (JSON.parse makes them); they become Buffers here
+    // and are not kept anywhere after this call.
+    const fields: Record<string, Buffer> = {};
+    for (const [k, v] of Object.entries(parsed.data)) if (typeof v === 'string' && v.length > 0) fields[k] = Buffer.from(v, 'utf8');
+    try {
+      await this.actors.with(workspaceId, (actor) => actor.mailbox.exclusive(async () => {
+        const derived = kind.deriveConfig ? kind.deriveConfig(fields, config) : config;
+        const { sealed, dekVersion } = actor.seal(credentialId, fields);
+        await persist({ secret: JSON.stringify(sealed), dekVersion, derivedConfig: derived });
+        await actor.resetCredential(credentialId);
+      }));
+    } finally {
+      for (const b of Object.values(fields)) b.fill(0);
+    }
+  }
+
+  async reveal(row: CredentialRow): Promise<Record<string, string>> {
+    if (row.auth_scheme === 'ssh') {
+      throw new CustosError('CUSTOS_ERR_FORBIDDEN', 'SSH private keys never leave the service, not even through reveal; use custos ssh-agent.');
+    }
+    return this.actors.with(row.workspace_id, (actor) => actor.use(row, undefined, async ({ secret }) => {
+      const out: Record<string, string> = {};
+      for (const [k, v] of Object.entries(secret)) out[k] = v.toString('utf8');
+      return out;
+    }, () => this.store.read.findCredential(row.id)));
+  }
+
+  async reset(workspaceId: string, credentialId: string): Promise<void> {
+    const actor = this.actors.peek(workspaceId);
+    if (actor && !actor.closed) await actor.mailbox.exclusive(() => actor.resetCredential(credentialId)).catch(() => undefined);
+  }
+
+  async rotateDek(workspaceId: string, persist: (wrappedDek: string, keyBackendId: string, version: number, resealed: Array<{ id: string; secret: string }>) => Promise<void>): Promise<number> {
+    return this.actors.with(workspaceId, (actor) => actor.mailbox.exclusive(async () => {
+      const rows = await this.store.read.listCredentials(workspaceId);
+      return actor.rotateDek(this.actors.backend, rows, persist);
+    }));
+  }
+}
