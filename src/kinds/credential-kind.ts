@@ -6,8 +6,9 @@
  *
  * Capabilities are separate small interfaces with type guards (Injector, Querier, Signer), not flags.
  */
-import type { ZodType } from 'zod';
+import { z, type ZodType } from 'zod';
 import type { Logger } from '../log.ts';
+import { CustosError } from '../errors.ts';
 
 /** The auth schemes of the spec; each is one folder under src/kinds/. */
 export const AUTH_SCHEMES = ['bearer', 'header', 'sigv4', 'oauth2', 'database', 'ssh'] as const;
@@ -103,4 +104,62 @@ export interface Injector<Config extends Record<string, unknown> = Record<string
 
 export function isInjector(kind: CredentialKind<any>): kind is CredentialKind<any> & Injector<any> {
   return typeof (kind as Partial<Injector>).inject === 'function';
+}
+
+/**
+ * Produces SSH signatures with a stored private key (the ssh kind). Only the signature leaves the
+ * call: the private key is decrypted by the actor into `secret`, used, and zeroed by the actor after.
+ */
+export interface Signer<Config extends Record<string, unknown> = Record<string, unknown>> {
+  /**
+   * Signs `data` as the SSH agent protocol's SIGN_REQUEST would and returns the SSH signature blob
+   * (`string algorithm ‖ string signature`). `flags` are the agent protocol's (ed25519 ignores the
+   * RSA SHA-2 flags). `ctx`, when given, lets a kind cache derived material (e.g. a decrypted key)
+   * in the actor's zeroing cache. Throws CustosError on a key that does not match `config`.
+   */
+  sign(secret: SecretFields, config: Config, data: Buffer, flags: number, ctx?: KindContext): Buffer;
+}
+
+export function isSigner(kind: CredentialKind<any>): kind is CredentialKind<any> & Signer<any> {
+  return typeof (kind as Partial<Signer>).sign === 'function';
+}
+
+/**
+ * True when `buf` may be put in an HTTP header value as latin1: visible ASCII with inner spaces
+ * only. Refusing CR, LF, NUL and other controls stops header injection through a stored secret;
+ * refusing bytes >= 0x80 keeps the wire bytes identical to the stored bytes (no re-encoding), so
+ * the broker can scrub exactly what was sent.
+ */
+export function isHeaderSafeValue(buf: Buffer): boolean {
+  if (buf.length === 0) return false;
+  const first = buf[0]!;
+  const last = buf[buf.length - 1]!;
+  if (first === 0x20 || last === 0x20) return false;
+  for (const byte of buf) if (byte < 0x20 || byte > 0x7e) return false;
+  return true;
+}
+
+/**
+ * A write-only secret text field for a kind's secretSchema: required, non-empty, bounded and
+ * restricted to `pattern`. Messages name the field and the rule, never the value (zod does not echo
+ * input unless asked to), so a refusal can be shown to the person who typed it and logged.
+ */
+export function secretText(field: string, pattern: RegExp, rule: string, maxLength = 8192) {
+  return z
+    .string({ error: (issue) => (issue.input === undefined ? `${field} is required.` : `${field} must be a string.`) })
+    .min(1, `${field} must not be empty.`)
+    .max(maxLength, `${field} must be at most ${maxLength} characters.`)
+    .regex(pattern, `${field} ${rule}.`);
+}
+
+/**
+ * The decrypted Buffer of a required secret field. A missing or empty field means the stored secret
+ * is incomplete: a person must supply it again (the message names the field, not any value).
+ */
+export function secretField(secret: SecretFields, field: string): Buffer {
+  const value = Object.hasOwn(secret, field) ? secret[field] : undefined;
+  if (!Buffer.isBuffer(value) || value.length === 0) {
+    throw new CustosError('CUSTOS_ERR_NOT_READY', `The stored secret has no ${field}; a person must supply the secret again.`);
+  }
+  return value;
 }
