@@ -26,6 +26,9 @@ import { TokenService } from './core/tokens.ts';
 import { WorkspaceService } from './core/workspaces.ts';
 import { CredentialService } from './core/credentials.ts';
 import { ActorVault } from './actors/vault.ts';
+import { ActorUses } from './actors/uses.ts';
+import { BrokerService } from './core/broker.ts';
+import { mcpMiddleware } from './mcp/mount.ts';
 import { createApp } from './http/app.ts';
 import type { State } from './http/middleware.ts';
 
@@ -36,6 +39,7 @@ export interface Services {
   tokens: TokenService;
   auditReader: AuditReader;
   credentials: CredentialService;
+  broker: BrokerService;
   plans: PlanService;
   ping(): Promise<void>;
 }
@@ -92,19 +96,30 @@ export async function createCustos(config: Config, opts: ComposeOptions): Promis
     });
     const access = new AccessService(store);
     const workspaces = new WorkspaceService(store, access, plans, actors);
+    const credentials = new CredentialService(store, access, plans, new ActorVault(actors, store));
+    let boundPort = config.server.port;
+    const appUrl = (): string => publicUrl(config, boundPort);
     const services: Services = {
       access,
       accounts: new AccountService(store, workspaces, config.auth),
       workspaces,
       tokens: new TokenService(store, access, loadPepper(config, log)),
       auditReader: new AuditReader(auditLog, access),
-      credentials: new CredentialService(store, access, plans, new ActorVault(actors, store)),
+      credentials,
+      broker: new BrokerService(store, access, credentials, new ActorUses(actors, store, config.broker), appUrl),
       plans,
       ping: () => db.ping(),
     };
-    let boundPort = config.server.port;
-    const origins = (): Set<string> => new Set([new URL(publicUrl(config, boundPort)).origin, ...config.server.allowedOrigins]);
-    const app = createApp({ log, services, bodyLimitBytes: config.server.bodyLimitBytes, trustProxy: config.server.trustProxy, allowedOrigins: origins });
+    const origins = (): Set<string> => new Set([new URL(appUrl()).origin, ...config.server.allowedOrigins]);
+    const hosts = (): Set<string> => new Set([new URL(appUrl()).host, `127.0.0.1:${boundPort}`, `localhost:${boundPort}`, `[::1]:${boundPort}`]);
+    const mcp = mcpMiddleware({
+      deps: { broker: services.broker }, tokens: services.tokens, bodyLimitBytes: config.mcp.bodyLimitBytes,
+      ratePerMinute: config.mcp.ratePerMinute, allowedHosts: hosts, allowedOrigins: origins,
+    });
+    const app = createApp({
+      log, services, bodyLimitBytes: config.server.bodyLimitBytes, trustProxy: config.server.trustProxy, allowedOrigins: origins,
+      extraRootMiddleware: [mcp],
+    });
     let server: Server | null = null;
     const custos: Custos = {
       config, log, db, auditLog, store, backend, actors, services, app,

@@ -108,3 +108,25 @@ export interface SecretVault {
   /** Re-encrypts all of a workspace's secrets under a new DEK; `persist` stores everything in one tx. */
   rotateDek(workspaceId: string, persist: (wrappedDek: string, keyBackendId: string, version: number, resealed: Array<{ id: string; secret: string }>) => Promise<void>): Promise<number>;
 }
+
+/** An outbound call already checked by core (URL under the base, method allowed, agent headers safe). */
+export interface PreparedCall {
+  method: string;
+  url: URL;
+  headers: Record<string, string>;
+  body: Buffer | undefined;
+}
+
+export interface CallApiResult {
+  status: number;
+  headers: Record<string, string>;
+  body: unknown;
+  encoding: 'json' | 'text' | 'base64';
+  truncated: boolean;
+  latencyMs: number;
+}
+
+/** Use operations that need plaintext; each runs inside the workspace actor. */
+export interface UsePort {
+  callApi(row: CredentialRow, call: PreparedCall): Promise<CallApiResult>;
+}

@@ -1,0 +1,27 @@
+/** The UsePort on the actor system: each use runs as a use message of the workspace's actor. */
+import type { Config } from '../config/schema.ts';
+import type { CallApiResult, CredentialRow, PreparedCall, Store, UsePort } from '../core/ports.ts';
+import type { SendOptions } from '../broker/index.ts';
+import type { ActorSystem } from './actor-system.ts';
+import { dbRefreshPort } from './refresh.ts';
+import { callApiInActor } from './operations/call-api.ts';
+
+export class ActorUses implements UsePort {
+  readonly #send: SendOptions;
+  constructor(private readonly actors: ActorSystem, private readonly store: Store, private readonly broker: Config['broker'], send?: Partial<SendOptions>) {
+    this.#send = {
+      allowPrivate: true, // literal private base URLs only (guard.ts): a host NAME never reaches a private address
+      timeoutMs: broker.timeoutMs, connectTimeoutMs: broker.connectTimeoutMs, maxResponseBytes: broker.maxResponseBytes,
+      maxRequestBytes: broker.maxRequestBytes, ...send,
+    };
+  }
+
+  callApi(row: CredentialRow, call: PreparedCall): Promise<CallApiResult> {
+    return this.actors.with(row.workspace_id, (actor) => actor.use(
+      row,
+      row.auth_scheme === 'oauth2' ? dbRefreshPort(actor, this.store, row.id) : undefined,
+      (use) => callApiInActor(row, call, use, this.#send, this.broker.agentBodyPreviewBytes),
+      () => this.store.read.findCredential(row.id),
+    ));
+  }
+}
