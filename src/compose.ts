@@ -28,6 +28,7 @@ import { CredentialService } from './core/credentials.ts';
 import { ActorVault } from './actors/vault.ts';
 import { ActorUses } from './actors/uses.ts';
 import { BrokerService } from './core/broker.ts';
+import { CiService, SshService } from './core/machines.ts';
 import { mcpMiddleware } from './mcp/mount.ts';
 import { createApp } from './http/app.ts';
 import type { State } from './http/middleware.ts';
@@ -40,6 +41,8 @@ export interface Services {
   auditReader: AuditReader;
   credentials: CredentialService;
   broker: BrokerService;
+  ssh: SshService;
+  ci: CiService;
   plans: PlanService;
   ping(): Promise<void>;
 }
@@ -96,7 +99,9 @@ export async function createCustos(config: Config, opts: ComposeOptions): Promis
     });
     const access = new AccessService(store);
     const workspaces = new WorkspaceService(store, access, plans, actors);
-    const credentials = new CredentialService(store, access, plans, new ActorVault(actors, store));
+    const vault = new ActorVault(actors, store);
+    const credentials = new CredentialService(store, access, plans, vault);
+    const uses = new ActorUses(actors, store, config.broker);
     let boundPort = config.server.port;
     const appUrl = (): string => publicUrl(config, boundPort);
     const services: Services = {
@@ -106,7 +111,9 @@ export async function createCustos(config: Config, opts: ComposeOptions): Promis
       tokens: new TokenService(store, access, loadPepper(config, log)),
       auditReader: new AuditReader(auditLog, access),
       credentials,
-      broker: new BrokerService(store, access, credentials, new ActorUses(actors, store, config.broker), appUrl),
+      broker: new BrokerService(store, access, credentials, uses, appUrl),
+      ssh: new SshService(store, access, uses),
+      ci: new CiService(store, access, vault),
       plans,
       ping: () => db.ping(),
     };

@@ -1,12 +1,13 @@
 /** The UsePort on the actor system: each use runs as a use message of the workspace's actor. */
 import type { Config } from '../config/schema.ts';
-import type { CallApiResult, CredentialRow, PreparedCall, Store, UsePort } from '../core/ports.ts';
+import type { CallApiResult, CredentialRow, PreparedCall, SignPort, Store, UsePort } from '../core/ports.ts';
 import type { SendOptions } from '../broker/index.ts';
 import type { ActorSystem } from './actor-system.ts';
 import { dbRefreshPort } from './refresh.ts';
 import { callApiInActor } from './operations/call-api.ts';
+import { signInActor } from './operations/sign.ts';
 
-export class ActorUses implements UsePort {
+export class ActorUses implements UsePort, SignPort {
   readonly #send: SendOptions;
   constructor(private readonly actors: ActorSystem, private readonly store: Store, private readonly broker: Config['broker'], send?: Partial<SendOptions>) {
     this.#send = {
@@ -23,5 +24,10 @@ export class ActorUses implements UsePort {
       (use) => callApiInActor(row, call, use, this.#send, this.broker.agentBodyPreviewBytes),
       () => this.store.read.findCredential(row.id),
     ));
+  }
+
+  sign(row: CredentialRow, data: Buffer, flags: number): Promise<Buffer> {
+    return this.actors.with(row.workspace_id, (actor) => actor.use(row, undefined, async (use) => signInActor(row, data, flags, use),
+      () => this.store.read.findCredential(row.id)));
   }
 }

@@ -69,8 +69,9 @@ export async function runChild(opts: RunChildOptions): Promise<number> {
     last.pipe(to, { end: false });
     drains.push(ended(last));
     // Our own output went away (`custos run -- cmd | head -1`): stop copying and close the child's
-    // pipe, so the child gets SIGPIPE/EPIPE on its next write exactly as without custos run,
-    // instead of custos run crashing on an unhandled EPIPE.
+    // pipe, so the child's next write fails (EPIPE/ECONNRESET: Node's child pipes are socketpairs)
+    // and it stops as it would in a plain pipeline, instead of custos run crashing on an unhandled
+    // EPIPE while the child runs on.
     const onError = (): void => {
       last.unpipe(to);
       from.destroy();

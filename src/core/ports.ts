@@ -130,3 +130,8 @@ export interface CallApiResult {
 export interface UsePort {
   callApi(row: CredentialRow, call: PreparedCall): Promise<CallApiResult>;
 }
+
+/** SSH signing inside the actor: returns only the SSH signature blob. */
+export interface SignPort {
+  sign(row: CredentialRow, data: Buffer, flags: number): Promise<Buffer>;
+}

@@ -11,6 +11,7 @@ import { healthRoutes } from './routes/health.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { workspaceRoutes } from './routes/workspaces.ts';
 import { credentialRoutes } from './routes/credentials.ts';
+import { machineRoutes } from './routes/machines.ts';
 
 export interface AppOptions {
   log: Logger;
@@ -47,6 +48,7 @@ export function createApp(opts: AppOptions): Koa<State> {
     auditRoutes(services.auditReader, session),
     tokenRoutes(services.tokens, session),
     credentialRoutes(services.credentials, session),
+    machineRoutes(services.ssh, services.ci, services.tokens),
     ...(opts.extraApiRouters ?? []),
   ]) {
     api.use(r.routes());

@@ -56,3 +56,11 @@ export const updateCredentialBody = z.strictObject({
   envName: envName.nullable().optional(),
 });
 export const putSecretBody = z.strictObject({ secret: secretObject });
+
+const base64 = z.string().max(1_400_000).regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64');
+export const sshSignBody = z.strictObject({ keyBlob: base64.min(1), data: base64, flags: z.number().int().min(0).max(0xffffffff).default(0) });
+export const sshIdentitiesBody = z.strictObject({});
+export const ciSecretsBody = z.strictObject({
+  workspace: z.string().min(1).max(100).optional(),
+  only: z.array(z.string().min(1).max(100)).min(1).max(100).optional(),
+});
