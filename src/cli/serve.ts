@@ -2,6 +2,7 @@
 import { loadConfig, ENV_OVERRIDES } from '../config/loader.ts';
 import { createLogger } from '../log.ts';
 import { createCustos } from '../compose.ts';
+import { closeBrokerAgents } from '../broker/index.ts';
 
 export function serveHelp(): string {
   return [
@@ -35,5 +36,6 @@ export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv): Prom
   });
   log.info('shutting down: zeroing keys');
   await custos.close();
+  await closeBrokerAgents();
   return 0;
 }

@@ -37,9 +37,10 @@ export class AccessService {
         return perms.includes('use') ? perms : null;
       }
       case 'ci_token': {
+        // A CI token names its workspace, so existence is no secret to it: answer with what it may
+        // do (possibly nothing) and let the caller refuse with a clear 403 naming `reveal`.
         if (principal.scopes.workspaceId !== workspaceId) return null;
-        const perms = intersect(mine, ['read', 'reveal']);
-        return perms.includes('reveal') ? perms : null;
+        return intersect(mine, ['read', 'reveal']);
       }
     }
   }
