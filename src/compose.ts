@@ -28,6 +28,7 @@ import { CredentialService } from './core/credentials.ts';
 import { ActorVault } from './actors/vault.ts';
 import { ActorUses } from './actors/uses.ts';
 import { BrokerService } from './core/broker.ts';
+import { QueryService } from './core/query.ts';
 import { CiService, SshService } from './core/machines.ts';
 import { mcpMiddleware } from './mcp/mount.ts';
 import { createApp } from './http/app.ts';
@@ -41,6 +42,7 @@ export interface Services {
   auditReader: AuditReader;
   credentials: CredentialService;
   broker: BrokerService;
+  query: QueryService;
   ssh: SshService;
   ci: CiService;
   plans: PlanService;
@@ -101,9 +103,10 @@ export async function createCustos(config: Config, opts: ComposeOptions): Promis
     const workspaces = new WorkspaceService(store, access, plans, actors);
     const vault = new ActorVault(actors, store);
     const credentials = new CredentialService(store, access, plans, vault);
-    const uses = new ActorUses(actors, store, config.broker);
+    const uses = new ActorUses(actors, store, config.broker, config.queryDb);
     let boundPort = config.server.port;
     const appUrl = (): string => publicUrl(config, boundPort);
+    const broker = new BrokerService(store, access, credentials, uses, appUrl);
     const services: Services = {
       access,
       accounts: new AccountService(store, workspaces, config.auth),
@@ -111,7 +114,8 @@ export async function createCustos(config: Config, opts: ComposeOptions): Promis
       tokens: new TokenService(store, access, loadPepper(config, log)),
       auditReader: new AuditReader(auditLog, access),
       credentials,
-      broker: new BrokerService(store, access, credentials, uses, appUrl),
+      broker,
+      query: new QueryService(store, broker, plans, uses),
       ssh: new SshService(store, access, uses),
       ci: new CiService(store, access, vault),
       plans,
@@ -120,7 +124,7 @@ export async function createCustos(config: Config, opts: ComposeOptions): Promis
     const origins = (): Set<string> => new Set([new URL(appUrl()).origin, ...config.server.allowedOrigins]);
     const hosts = (): Set<string> => new Set([new URL(appUrl()).host, `127.0.0.1:${boundPort}`, `localhost:${boundPort}`, `[::1]:${boundPort}`]);
     const mcp = mcpMiddleware({
-      deps: { broker: services.broker }, tokens: services.tokens, bodyLimitBytes: config.mcp.bodyLimitBytes,
+      deps: { broker: services.broker, query: services.query }, tokens: services.tokens, bodyLimitBytes: config.mcp.bodyLimitBytes,
       ratePerMinute: config.mcp.ratePerMinute, allowedHosts: hosts, allowedOrigins: origins,
     });
     const app = createApp({

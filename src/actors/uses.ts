@@ -6,10 +6,13 @@ import type { ActorSystem } from './actor-system.ts';
 import { dbRefreshPort } from './refresh.ts';
 import { callApiInActor } from './operations/call-api.ts';
 import { signInActor } from './operations/sign.ts';
+import { queryInActor } from './operations/query.ts';
+import type { QueryDbInput } from '../kinds/database/index.ts';
+import type { MaskedQueryResult } from '../sql/pool.ts';
 
 export class ActorUses implements UsePort, SignPort {
   readonly #send: SendOptions;
-  constructor(private readonly actors: ActorSystem, private readonly store: Store, private readonly broker: Config['broker'], send?: Partial<SendOptions>) {
+  constructor(private readonly actors: ActorSystem, private readonly store: Store, private readonly broker: Config['broker'], private readonly queryDbConfig: Config['queryDb'], send?: Partial<SendOptions>) {
     this.#send = {
       allowPrivate: true, // literal private base URLs only (guard.ts): a host NAME never reaches a private address
       timeoutMs: broker.timeoutMs, connectTimeoutMs: broker.connectTimeoutMs, maxResponseBytes: broker.maxResponseBytes,
@@ -28,6 +31,13 @@ export class ActorUses implements UsePort, SignPort {
 
   sign(row: CredentialRow, data: Buffer, flags: number): Promise<Buffer> {
     return this.actors.with(row.workspace_id, (actor) => actor.use(row, undefined, async (use) => signInActor(row, data, flags, use),
+      () => this.store.read.findCredential(row.id)));
+  }
+
+  queryDb(row: CredentialRow, input: QueryDbInput): Promise<MaskedQueryResult> {
+    const q = this.queryDbConfig;
+    return this.actors.with(row.workspace_id, (actor) => actor.use(row, undefined,
+      (use) => queryInActor(actor, row, input, { maxRows: q.maxRows, maxBytes: q.maxBytes, statementTimeoutMs: q.statementTimeoutMs, connectTimeoutMs: q.connectTimeoutMs, poolSize: q.poolSize }, use),
       () => this.store.read.findCredential(row.id)));
   }
 }

@@ -64,6 +64,26 @@ export class WorkspaceActor implements ActorHooks {
     return this.#dek;
   }
 
+  readonly #resources = new Map<string, unknown>();
+
+  /**
+   * A per-credential resource that outlives one call (a database pool). Created on first need with
+   * the decrypted secret, kept until the credential's secret changes or the actor passivates, then
+   * closed. Keyed by secret version too, so a replaced secret never reuses an old pool.
+   */
+  resource<T>(credentialId: string, version: number, create: () => T, close: (r: T) => Promise<void>): T {
+    const key = `${credentialId}\u0000${version}`;
+    const existing = this.#resources.get(key);
+    if (existing !== undefined) return existing as T;
+    const created = create();
+    this.#resources.set(key, created);
+    this.onCredentialReset(credentialId, async () => {
+      this.#resources.delete(key);
+      await close(created);
+    });
+    return created;
+  }
+
   onCredentialReset(credentialId: string, fn: () => Promise<void>): void {
     const list = this.#resets.get(credentialId) ?? [];
     list.push(fn);

@@ -135,3 +135,20 @@ export interface UsePort {
 export interface SignPort {
   sign(row: CredentialRow, data: Buffer, flags: number): Promise<Buffer>;
 }
+
+export interface QueryDbRequest { sql: string; params?: unknown[] | undefined; maxRows?: number | undefined }
+export interface QueryDbResult {
+  columns: Array<{ name: string; type: string }>;
+  rows: unknown[][];
+  rowCount: number;
+  truncated: boolean;
+  truncatedBy?: 'rows' | 'bytes';
+  statementType: string;
+  durationMs: number;
+  masked: { columns: string[]; values: number };
+}
+
+/** query_db inside the actor. */
+export interface QueryPort {
+  queryDb(row: CredentialRow, input: QueryDbRequest): Promise<QueryDbResult>;
+}

@@ -2,9 +2,11 @@
 import { CustosError, toCustosError } from '../errors.ts';
 import type { RequestContext } from '../core/context.ts';
 import type { BrokerService } from '../core/broker.ts';
+import type { QueryService } from '../core/query.ts';
 
 export interface ToolDeps {
   broker: BrokerService;
+  query: QueryService;
 }
 
 export interface AuthExtra {

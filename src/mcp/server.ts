@@ -7,6 +7,7 @@ import type { ToolDeps } from './context.ts';
 import { registerCallApi } from './tools/call-api.ts';
 import { registerCreateService } from './tools/create-service.ts';
 import { registerListServices } from './tools/list-services.ts';
+import { registerQueryDb } from './tools/query-db.ts';
 
 export const SERVER_INFO = { name: 'custos', version: '0.1.0' };
 
@@ -16,7 +17,7 @@ const INSTRUCTIONS = 'Custos brokers credentials: call list_services to see what
 
 export type ToolRegistrar = (server: McpServer, deps: ToolDeps) => void;
 
-export const TOOL_REGISTRARS: ToolRegistrar[] = [registerListServices, registerCreateService, registerCallApi];
+export const TOOL_REGISTRARS: ToolRegistrar[] = [registerListServices, registerCreateService, registerCallApi, registerQueryDb];
 
 export function buildMcpServer(deps: ToolDeps, registrars: ToolRegistrar[] = TOOL_REGISTRARS): McpServer {
   const server = new McpServer(SERVER_INFO, { instructions: INSTRUCTIONS, capabilities: { tools: {} } });

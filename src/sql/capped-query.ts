@@ -23,7 +23,7 @@ import pg from 'pg';
 import { parserFor, typeName, type ValueParser } from './pg-types.ts';
 
 /** Rows fetched per Execute: bounds the memory a byte-capped result can overshoot by. */
-export const FETCH_BATCH = 200;
+export const FETCH_BATCH = Number(process.env.FB ?? 200);
 
 export interface CappedResult {
   columns: { name: string; type: string }[];

@@ -123,9 +123,6 @@ class NamePolicy {
 // ---------------------------------------------------------------------------------------------
 // value-based detectors
 
-const EMAIL_RE = /[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}/g;
-// 13–19 digits, optionally grouped by single spaces or dashes
-const CARD_RE = /(?<![\d.,])\d(?:[ -]?\d){12,18}(?![\d.,]|[ -]\d)/g;
 const SSN_RE = /(?<![\d-])(\d{3})-(\d{2})-(\d{4})(?![\d-])/g;
 const IBAN_RE = /(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])/g;
 const IPV4_RE = /(?<![\d.])((?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?![\d.]\d|\d)/g;
@@ -276,7 +273,27 @@ function countDigits(s: string): number {
   return n;
 }
 
-/** Value-based masking of one string. `count` accumulates the number of matches masked. */
+const enum Ch { Dot = 46, Underscore = 95, Dash = 45, Plus = 43, Slash = 47, Equals = 61, At = 64, Colon = 58 }
+
+function isEmailLocal(c: number): boolean {
+  return (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 57) || c === 46 || c === 95 || c === 37 || c === 43 || c === 45;
+}
+function isEmailDomain(c: number): boolean {
+  return (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 57) || c === 46 || c === 45;
+}
+function isLetter(c: number): boolean {
+  return (c >= 97 && c <= 122) || (c >= 65 && c <= 90);
+}
+
+/**
+ * Value-based masking of one string. `count` accumulates the number of matches masked.
+ *
+ * Speed matters (every value of every row goes through here; the bench target is ≤ 1.5× a direct
+ * query for 1,000 rows): one pass over the characters collects cheap facts (digit count, dots,
+ * colons, '@', the longest run of token characters…) and each detector's regex runs only when
+ * its preconditions hold. Facts are taken on the input; masking only removes characters, so a
+ * precondition that held before can only over-approximate afterwards (never skip a detector).
+ */
 export class ValueMasker {
   count = 0;
 
@@ -284,34 +301,45 @@ export class ValueMasker {
   maskString(s: string, piiExempt = false): string {
     const len = s.length;
     if (len < 6) return s; // shorter than any detector's shortest match ("a@b.co")
+    let digits = 0, dots = 0, colons = 0, upper = 0, run = 0, maxRun = 0;
+    let at = false, plus = false, dash = false;
+    for (let i = 0; i < len; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 48 && c <= 57) { digits++; run++; }
+      else if (c >= 97 && c <= 122) run++;
+      else if (c >= 65 && c <= 90) { upper++; run++; }
+      else {
+        switch (c) {
+          case Ch.Dot: dots++; run++; break;
+          case Ch.Dash: dash = true; run++; break;
+          case Ch.Plus: plus = true; run++; break;
+          case Ch.Underscore: case Ch.Slash: case Ch.Equals: run++; break;
+          case Ch.At: at = true; run = 0; break;
+          case Ch.Colon: colons++; run = 0; break;
+          default: run = 0;
+        }
+      }
+      if (run > maxRun) maxRun = run;
+    }
     let out = s;
 
     // secrets first: a key may contain digits or '@' that the PII rules would only partly mask
-    if (len >= 20) {
-      if (out.includes('-----BEGIN')) out = out.replace(PEM_RE, () => this.hit(SECRET));
+    if (dash && out.includes('-----BEGIN')) out = out.replace(PEM_RE, () => this.hit(SECRET));
+    if (maxRun >= 15) {
+      // 15 = the shortest prefixed key ("xoxb-" + 10); JWTs and long tokens are longer still
       if (out.includes('eyJ')) out = out.replace(JWT_RE, (m) => (jwtHeaderHasAlg(m) ? this.hit(SECRET) : m));
       out = out.replace(KEY_PREFIX_RE, () => this.hit(SECRET));
-      if (out.includes('://')) out = out.replace(URL_PASSWORD_RE, (_m, a: string, _p: string, c: string) => a + this.hit(SECRET) + c);
-      if (out.length >= 32) out = out.replace(LONG_TOKEN_RE, (m) => (looksLikeRandomToken(m) ? this.hit(SECRET) : m));
+      if (maxRun >= 32) out = out.replace(LONG_TOKEN_RE, (m) => (looksLikeRandomToken(m) ? this.hit(SECRET) : m));
+    }
+    if (colons > 0 && at && out.includes('://')) {
+      out = out.replace(URL_PASSWORD_RE, (_m, a: string, _p: string, c: string) => a + this.hit(SECRET) + c);
     }
 
-    if (!piiExempt && out.includes('@')) {
-      out = out.replace(EMAIL_RE, (m) => {
-        const at = m.lastIndexOf('@');
-        return this.hit(`${m[0]}***${m.slice(at)}`);
-      });
-    }
+    if (!piiExempt && at) out = this.maskEmails(out);
 
-    const digits = countDigits(out);
-    if (digits >= 13) {
-      out = out.replace(CARD_RE, (m) => {
-        const compact = m.replace(/[ -]/g, '');
-        if (compact.length < 13 || compact.length > 19 || !luhnValid(compact)) return m;
-        return this.hit(`**** **** **** ${compact.slice(-4)}`);
-      });
-    }
+    if (digits >= 13) out = this.maskCards(out);
     if (piiExempt) return out;
-    if (out.includes(':')) {
+    if (colons >= 2) {
       out = out.replace(IPV6_CANDIDATE_RE, (m) => {
         if (!isIPv6(m)) return m;
         // keep at most the first two groups written before any "::" (a /32-ish hint), like 192.168.*.*
@@ -321,19 +349,19 @@ export class ValueMasker {
     }
     if (digits < 4) return out;
 
-    if (digits >= 9 && out.includes('-')) {
+    if (digits >= 9 && dash) {
       out = out.replace(SSN_RE, (m, a: string, g: string, sr: string) => (ssnValid(a, g, sr) ? this.hit(`***-**-${sr}`) : m));
     }
-    if (digits >= 2 && /[A-Z]{2}\d\d/.test(out)) {
+    if (upper >= 2 && digits >= 2 && len >= 15 && /[A-Z]{2}\d\d/.test(out)) {
       out = out.replace(IBAN_RE, (m) => {
         const compact = m.replace(/ /g, '');
         if (!ibanValid(compact)) return m;
         return this.hit(`${compact.slice(0, 2)}** **** **** ${compact.slice(-4)}`);
       });
     }
-    if (out.includes('.')) out = out.replace(IPV4_RE, (_m, head: string) => this.hit(`${head}.*.*`));
-    if (countDigits(out) >= 8) {
-      if (out.includes('+')) {
+    if (dots >= 3) out = out.replace(IPV4_RE, (_m, head: string) => this.hit(`${head}.*.*`));
+    if (digits >= 8 && (out === s || countDigits(out) >= 8)) {
+      if (plus) {
         out = out.replace(PHONE_INTL_RE, (m) => {
           const d = countDigits(m);
           return d >= 8 && d <= 15 ? this.hit(starDigits(m, 2)) : m;
@@ -346,6 +374,68 @@ export class ValueMasker {
       });
     }
     return out;
+  }
+
+  /**
+   * Card numbers: runs of 13–19 digits, optionally grouped by single spaces or dashes, not glued
+   * to other digits, dots or commas (so amounts like 1,234,567.89 are not candidates), and
+   * Luhn-valid. Scanned by hand: this runs on every digit-heavy value.
+   */
+  private maskCards(s: string): string {
+    let out = '';
+    let last = 0;
+    const n = s.length;
+    let i = 0;
+    while (i < n) {
+      const c = s.charCodeAt(i);
+      if (c < 48 || c > 57) { i++; continue; }
+      const prev = i > 0 ? s.charCodeAt(i - 1) : 0;
+      const start = i;
+      let compact = '';
+      let end = i;
+      while (end < n) {
+        const d = s.charCodeAt(end);
+        if (d >= 48 && d <= 57) { compact += s[end]; end++; continue; }
+        const next = end + 1 < n ? s.charCodeAt(end + 1) : 0;
+        if ((d === 32 || d === 45) && next >= 48 && next <= 57) { end++; continue; }
+        break;
+      }
+      const after = end < n ? s.charCodeAt(end) : 0;
+      const glued = prev === 46 || prev === 44 || after === 46 || after === 44;
+      if (!glued && compact.length >= 13 && compact.length <= 19 && luhnValid(compact)) {
+        out += s.slice(last, start) + this.hit(`**** **** **** ${compact.slice(-4)}`);
+        last = end;
+      }
+      i = end;
+    }
+    return last === 0 ? s : out + s.slice(last);
+  }
+
+  /**
+   * Emails without a backtracking regex: from each '@', walk left over local-part characters and
+   * right over domain characters; the domain needs a dot and an alphabetic TLD of 2+ letters.
+   * `x***@domain` keeps the first character and the domain.
+   */
+  private maskEmails(s: string): string {
+    let out = '';
+    let last = 0;
+    let idx = s.indexOf('@');
+    while (idx !== -1) {
+      let start = idx;
+      while (start > last && isEmailLocal(s.charCodeAt(start - 1))) start--;
+      let end = idx + 1;
+      while (end < s.length && isEmailDomain(s.charCodeAt(end))) end++;
+      while (end > idx + 1 && (s.charCodeAt(end - 1) === Ch.Dot || s.charCodeAt(end - 1) === Ch.Dash)) end--;
+      const dot = s.lastIndexOf('.', end - 1);
+      let tldOk = dot > idx + 1 && end - dot - 1 >= 2;
+      for (let k = dot + 1; tldOk && k < end; k++) if (!isLetter(s.charCodeAt(k))) tldOk = false;
+      if (start < idx && tldOk && s.charCodeAt(idx + 1) !== Ch.Dot) {
+        out += s.slice(last, start) + this.hit(`${s[start]}***${s.slice(idx, end)}`);
+        last = end;
+      }
+      idx = s.indexOf('@', Math.max(idx + 1, end));
+    }
+    return last === 0 ? s : out + s.slice(last);
   }
 
   private hit(replacement: string): string {
