@@ -130,6 +130,10 @@ export async function createCustos(config: Config, opts: ComposeOptions): Promis
     const app = createApp({
       log, services, bodyLimitBytes: config.server.bodyLimitBytes, trustProxy: config.server.trustProxy, allowedOrigins: origins,
       extraRootMiddleware: [mcp],
+      metrics: () => ({
+        key_backend_wraps_total: backend.stats.wraps, key_backend_unwraps_total: backend.stats.unwraps,
+        actor_activations_total: actors.stats.activations, actor_passivations_total: actors.stats.passivations, actors_active: actors.stats.active,
+      }),
     });
     let server: Server | null = null;
     const custos: Custos = {

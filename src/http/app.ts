@@ -23,6 +23,7 @@ export interface AppOptions {
   /** Extra route families (credentials, MCP, SSH, CI) mounted by later modules. */
   extraApiRouters?: Array<Router<State>>;
   extraRootMiddleware?: Array<Koa.Middleware<State>>;
+  metrics?: () => Record<string, number>;
 }
 
 export function createApp(opts: AppOptions): Koa<State> {
@@ -35,7 +36,7 @@ export function createApp(opts: AppOptions): Koa<State> {
   app.use(errorRenderer());
   for (const mw of opts.extraRootMiddleware ?? []) app.use(mw);
 
-  const health = healthRoutes(() => services.ping());
+  const health = healthRoutes(() => services.ping(), opts.metrics);
   app.use(health.routes());
 
   const session = requireSession(opts.allowedOrigins);

@@ -22,15 +22,19 @@
 import pg from 'pg';
 import { parserFor, typeName, type ValueParser } from './pg-types.ts';
 
-/** Rows fetched per Execute: bounds the memory a byte-capped result can overshoot by. */
-export const FETCH_BATCH = Number(process.env.FB ?? 200);
+/**
+ * Rows asked for per Execute. Rows past a cap are dropped as they arrive (never accumulated), so
+ * the batch size bounds wasted transfer, not memory; 1024 lets the default 1,000-row cap (plus
+ * the one extra row that detects truncation) come back in a single round trip.
+ */
+export const FETCH_BATCH = 1024;
 
 export interface CappedResult {
   columns: { name: string; type: string }[];
   rows: unknown[][];
   truncated: boolean;
   truncatedBy: 'rows' | 'bytes' | undefined;
-  /** Approximate payload size of the kept rows: UTF-8 bytes of the text values. */
+  /** Size of the kept rows as received: DataRow message bytes (values plus a few bytes of framing per field). */
   bytes: number;
   /** e.g. "SELECT 3"; undefined when we stopped before the end */
   command: string | undefined;
@@ -80,7 +84,7 @@ export class CappedQuery extends pg.Query {
     this.parsers = msg.fields.map((f) => parserFor(f.dataTypeID));
   }
 
-  handleDataRow(msg: { fields: (string | null)[] }): void {
+  handleDataRow(msg: { fields: (string | null)[]; length?: number }): void {
     this.received++;
     if (this.stopped) return;
     if (this.kept.length >= this.maxRows) {
@@ -88,8 +92,9 @@ export class CappedQuery extends pg.Query {
       return;
     }
     const raw = msg.fields;
-    let size = 0;
-    for (const f of raw) if (f !== null) size += Buffer.byteLength(f, 'utf8');
+    // the DataRow message's wire length (bytes) when pg-protocol gives it; else count UTF-8 bytes
+    let size = typeof msg.length === 'number' ? msg.length : 0;
+    if (size === 0) for (const f of raw) if (f !== null) size += Buffer.byteLength(f, 'utf8');
     if (this.bytes + size > this.maxBytes) {
       this.stop('bytes');
       return;

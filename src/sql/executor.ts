@@ -59,6 +59,8 @@ export interface ClientSource {
 export interface RedactingSource extends ClientSource {
   /** Removes the credential's password (and anything else secret) from a text. */
   redact(text: string): string;
+  /** Told about each background session reset, so the owner can wait for them (close, tests). */
+  trackReset?(reset: Promise<void>): void;
 }
 
 /** Milliseconds the broker waits beyond the server's statement_timeout before cancelling itself. */
@@ -184,7 +186,11 @@ export async function executeUnguarded(
       if (!timedOut) await resetOrDestroy(client, release, err instanceof pg.DatabaseError);
       throw err;
     }
-    await resetOrDestroy(client, release, true);
+    // The result is complete and the transaction read-only: there is nothing left to wait for, so
+    // the reset (ROLLBACK, DISCARD ALL) runs after we answer. The connection only goes back to the
+    // pool once the reset has succeeded (or is destroyed), so no later call can see its state.
+    const reset = resetOrDestroy(client, release, true);
+    (conn as Partial<RedactingSource>).trackReset?.(reset);
     return {
       columns: result.columns,
       rows: result.rows,

@@ -49,6 +49,7 @@ export class DatabasePool implements RedactingSource {
   readonly target: DsnTarget;
   readonly #password: Buffer;
   readonly #pool: pg.Pool;
+  readonly #resets = new Set<Promise<void>>();
   #closed = false;
 
   constructor(dsn: Buffer | string, options: DatabasePoolOptions) {
@@ -105,6 +106,16 @@ export class DatabasePool implements RedactingSource {
     return { ...result, rows: masked.rows, masked: { columns: masked.maskedColumns, values: masked.maskedValues } };
   }
 
+  trackReset(reset: Promise<void>): void {
+    this.#resets.add(reset);
+    void reset.finally(() => this.#resets.delete(reset));
+  }
+
+  /** Resolves once every connection used so far has been reset and returned (or destroyed). */
+  async settled(): Promise<void> {
+    while (this.#resets.size > 0) await Promise.allSettled([...this.#resets]);
+  }
+
   /** Pool counters (tests and metrics): connections open, idle, and callers waiting. */
   get stats(): { total: number; idle: number; waiting: number } {
     return { total: this.#pool.totalCount, idle: this.#pool.idleCount, waiting: this.#pool.waitingCount };
@@ -119,6 +130,7 @@ export class DatabasePool implements RedactingSource {
     if (this.#closed) return;
     this.#closed = true;
     try {
+      await this.settled();
       await this.#pool.end();
     } finally {
       this.#password.fill(0);

@@ -45,7 +45,7 @@ for (const db of DB_KINDS) {
     const agent = await connectAgent(inst().url, token);
     try {
       const tools = await agent.client.listTools();
-      t.deepEqual(tools.tools.map((x) => x.name).sort(), ['call_api', 'create_service', 'list_services']);
+      t.deepEqual(tools.tools.map((x) => x.name).sort(), ['call_api', 'create_service', 'list_services', 'query_db']);
       const r = await agent.call('call_api', { service: 'echo', method: 'GET', path: `/items-${db}?limit=5` });
       t.false(r.isError, r.text);
       t.is(r.structured.status, 200);
@@ -74,6 +74,39 @@ for (const db of DB_KINDS) {
       t.is(call.details.host, new URL(upstream.url).host);
       t.is(call.actor.type, 'agent_token');
       t.is(call.actor.creatorId, person.accountId);
+    } finally {
+      await agent.close();
+    }
+  });
+
+  test(`[${db}] an upstream body with nothing to scrub comes back intact (JSON, text, binary)`, async (t) => {
+    const { token } = await setup(inst());
+    const agent = await connectAgent(inst().url, token);
+    upstream.setHandler((req, res) => {
+      if (req.url.endsWith('/json')) {
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ ok: true, items: [1, 2, 3] }));
+      } else if (req.url.endsWith('/text')) {
+        res.setHeader('content-type', 'text/plain');
+        res.end('plain text answer');
+      } else if (req.url.endsWith('/bin')) {
+        res.setHeader('content-type', 'application/octet-stream');
+        res.end(Buffer.from([1, 2, 3, 250]));
+      } else {
+        res.setHeader('content-type', 'application/json');
+        res.setHeader('x-echo-auth', String(req.headers.authorization ?? ''));
+        res.end(JSON.stringify({ method: req.method, url: req.url, headers: req.headers, body: req.body.toString('utf8') }));
+      }
+    });
+    try {
+      const j = await agent.call('call_api', { service: 'echo', method: 'GET', path: `/clean-${db}/json` });
+      t.deepEqual(j.structured.body, { ok: true, items: [1, 2, 3] });
+      t.is(j.structured.encoding, 'json');
+      const x = await agent.call('call_api', { service: 'echo', method: 'GET', path: `/clean-${db}/text` });
+      t.is(x.structured.body, 'plain text answer');
+      const b = await agent.call('call_api', { service: 'echo', method: 'GET', path: `/clean-${db}/bin` });
+      t.is(b.structured.encoding, 'base64');
+      t.is(b.structured.body, Buffer.from([1, 2, 3, 250]).toString('base64'));
     } finally {
       await agent.close();
     }

@@ -20,8 +20,10 @@ export async function callApiInActor(row: CredentialRow, call: PreparedCall, use
     const raw = await sendOutbound(req, send);
     // Scrub against everything injected and every secret field (an echo of any of them is a leak).
     const scrubbed = scrubResponse(raw, [...injected, ...Object.values(use.secret)]);
-    raw.body.fill(0);
+    // Render (which copies into strings/values) before zeroing: scrubResponse returns the very same
+    // Buffer when there was nothing to scrub.
     const rendered = renderBody(scrubbed.body, scrubbed.headers['content-type'], previewBytes, scrubbed.truncated);
+    raw.body.fill(0);
     return {
       status: scrubbed.status, headers: safeResponseHeaders(scrubbed.headers), body: rendered.body, encoding: rendered.encoding,
       truncated: rendered.truncated, latencyMs: scrubbed.latencyMs,
