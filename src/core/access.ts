@@ -20,29 +20,7 @@ export class AccessService {
     if (principal.type === 'system') return ['read', 'write', 'use', 'reveal', 'manage'];
     const accountId = principal.type === 'account' ? principal.accountId : principal.creatorId;
     const grant = await repos.findGrant(workspaceId, accountId);
-    if (!grant) return null;
-    const mine = parsePermissions(grant.permissions);
-    switch (principal.type) {
-      case 'account':
-        return mine;
-      case 'agent_token': {
-        const s = principal.scopes;
-        if (s.workspaceId && s.workspaceId !== workspaceId) return null;
-        const perms = intersect(mine, s.grants[workspaceId] ?? s.defaultPermissions);
-        return perms.length ? perms : null;
-      }
-      case 'ssh_token': {
-        if (principal.scopes.workspaceId && principal.scopes.workspaceId !== workspaceId) return null;
-        const perms = intersect(mine, ['read', 'use']);
-        return perms.includes('use') ? perms : null;
-      }
-      case 'ci_token': {
-        // A CI token names its workspace, so existence is no secret to it: answer with what it may
-        // do (possibly nothing) and let the caller refuse with a clear 403 naming `reveal`.
-        if (principal.scopes.workspaceId !== workspaceId) return null;
-        return intersect(mine, ['read', 'reveal']);
-      }
-    }
+    return grant ? effectivePermissions(principal, workspaceId, parsePermissions(grant.permissions)) : null;
   }
 
   /**
@@ -70,5 +48,34 @@ export class AccessService {
       chain: workspaceChain(workspaceId), actor: actorOf(ctx), action, target: { type: 'workspace', id: workspaceId },
       outcome: 'denied', details: { reason },
     });
+  }
+}
+
+/**
+ * What a principal may do on a workspace, given the grant its account (or its token's creator)
+ * holds there right now. Pure: the deny-by-default rules of DESIGN.md §1.5 in one place.
+ */
+export function effectivePermissions(principal: Principal, workspaceId: string, mine: Permission[]): Permission[] | null {
+  switch (principal.type) {
+    case 'system':
+      return ['read', 'write', 'use', 'reveal', 'manage'];
+    case 'account':
+      return mine;
+    case 'agent_token': {
+      const s = principal.scopes;
+      if (s.workspaceId && s.workspaceId !== workspaceId) return null;
+      const perms = intersect(mine, s.grants[workspaceId] ?? s.defaultPermissions);
+      return perms.length ? perms : null;
+    }
+    case 'ssh_token': {
+      if (principal.scopes.workspaceId && principal.scopes.workspaceId !== workspaceId) return null;
+      const perms = intersect(mine, ['read', 'use']);
+      return perms.includes('use') ? perms : null;
+    }
+    case 'ci_token':
+      // A CI token names its workspace, so existence is no secret to it: answer with what it may
+      // do (possibly nothing) and let the caller refuse with a clear 403 naming `reveal`.
+      if (principal.scopes.workspaceId !== workspaceId) return null;
+      return intersect(mine, ['read', 'reveal']);
   }
 }

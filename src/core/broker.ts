@@ -10,7 +10,7 @@ import { buildUpstreamUrl, checkMethod, isBlockedAddress, sanitizeAgentHeaders }
 import type { AuthScheme, PublicView } from '../kinds/credential-kind.ts';
 import { actorOf, type RequestContext } from './context.ts';
 import { canSeeConfig, HTTP_METHODS, parsePermissions, type Permission, type Tool } from './policy.ts';
-import type { AccessService } from './access.ts';
+import { effectivePermissions, type AccessService } from './access.ts';
 import { credentialView, type CredentialService } from './credentials.ts';
 import type { CallApiResult, CredentialRow, Store, UsePort, WorkspaceRow } from './ports.ts';
 
@@ -84,7 +84,7 @@ export class BrokerService {
     const granted = await this.store.read.listWorkspacesGranted(accountId);
     const out: Array<{ workspace: WorkspaceRow; permissions: Permission[] }> = [];
     for (const ws of granted) {
-      const permissions = p.type === 'account' ? parsePermissions(ws.permissions) : await this.access.permissionsOn(p, ws.id);
+      const permissions = effectivePermissions(p, ws.id, parsePermissions(ws.permissions));
       if (permissions) out.push({ workspace: ws, permissions });
     }
     return out;

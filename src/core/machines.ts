@@ -9,7 +9,7 @@ import { CustosError, notFound } from '../errors.ts';
 import { workspaceChain } from '../audit/audit-log.ts';
 import { actorOf, type RequestContext } from './context.ts';
 import { parsePermissions } from './policy.ts';
-import type { AccessService } from './access.ts';
+import { effectivePermissions, type AccessService } from './access.ts';
 import { credentialView } from './credentials.ts';
 import type { CredentialRow, SecretVault, SignPort, Store, WorkspaceRow } from './ports.ts';
 
@@ -23,8 +23,7 @@ export class SshService {
     if (p.type !== 'ssh_token') throw new CustosError('CUSTOS_ERR_UNAUTHENTICATED', 'SSH endpoints need an SSH token.');
     const out: Array<{ row: CredentialRow; workspace: WorkspaceRow }> = [];
     for (const ws of await this.store.read.listWorkspacesGranted(p.creatorId)) {
-      if (!parsePermissions(ws.permissions).includes('use')) continue;
-      const perms = await this.access.permissionsOn(p, ws.id);
+      const perms = effectivePermissions(p, ws.id, parsePermissions(ws.permissions));
       if (!perms?.includes('use')) continue;
       for (const row of await this.store.read.listCredentials(ws.id)) {
         if (row.auth_scheme !== 'ssh' || row.status !== 'ready') continue;

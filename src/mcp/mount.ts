@@ -12,6 +12,7 @@ import { bearerToken, type TokenResolver } from '../http/auth.ts';
 import { readJsonBody, type State } from '../http/middleware.ts';
 import type { RequestContext } from '../core/context.ts';
 import type { ToolDeps } from './context.ts';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { buildMcpServer } from './server.ts';
 
 export interface McpMountOptions {
@@ -40,8 +41,26 @@ class RateLimiter {
   }
 }
 
+/**
+ * Building an McpServer (tool registrations, schema conversion, a JSON-schema validator) costs far
+ * more than a call; a stateless transport, though, serves exactly one request. So servers are
+ * pooled and each request connects a free one to a fresh transport, closing it afterwards. Nothing
+ * about the caller lives on the server: the principal travels on the request (`req.auth`).
+ */
+export class ServerPool {
+  readonly #free: McpServer[] = [];
+  constructor(private readonly build: () => McpServer, private readonly max = 64) {}
+  acquire(): McpServer {
+    return this.#free.pop() ?? this.build();
+  }
+  release(server: McpServer): void {
+    if (this.#free.length < this.max) this.#free.push(server);
+  }
+}
+
 export function mcpMiddleware(opts: McpMountOptions): Koa.Middleware<State> {
   const limiter = new RateLimiter(opts.ratePerMinute);
+  const pool = new ServerPool(() => buildMcpServer(opts.deps));
   return async function mcp(ctx, next) {
     if (ctx.path !== '/mcp') return next();
     const host = ctx.get('host');
@@ -50,7 +69,8 @@ export function mcpMiddleware(opts: McpMountOptions): Koa.Middleware<State> {
     if (origin && !opts.allowedOrigins().has(origin)) throw new CustosError('CUSTOS_ERR_ORIGIN_REFUSED', 'Origin not accepted for /mcp.');
     const token = bearerToken(ctx);
     if (!token) {
-      ctx.set('WWW-Authenticate', 'Bearer realm="custos", error="invalid_request", error_description="send Authorization: Bearer custos_agent_…"');
+      // Header values must be Latin-1 (Node throws ERR_INVALID_CHAR otherwise, turning this 401 into a 500): no '…' here.
+      ctx.set('WWW-Authenticate', 'Bearer realm="custos", error="invalid_request", error_description="send Authorization: Bearer <agent token>"');
       throw new CustosError('CUSTOS_ERR_UNAUTHENTICATED', '/mcp needs Authorization: Bearer <agent token>.');
     }
     let principal;
@@ -75,12 +95,12 @@ export function mcpMiddleware(opts: McpMountOptions): Koa.Middleware<State> {
     const body = await readJsonBody(ctx, opts.bodyLimitBytes);
     const custos: RequestContext = { principal, ip: ctx.ip, requestId: ctx.state.requestId };
     (ctx.req as IncomingMessage & { auth?: unknown }).auth = { token: '[redacted]', clientId: principal.tokenId, scopes: principal.scopes.tools, extra: { custos } };
-    const server = buildMcpServer(opts.deps);
+    const server = pool.acquire();
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     ctx.respond = false;
     ctx.res.on('close', () => {
-      void transport.close();
-      void server.close();
+      // Back to the pool only once fully detached from this request's transport.
+      server.close().then(() => pool.release(server), () => undefined);
     });
     await server.connect(transport);
     await transport.handleRequest(ctx.req, ctx.res, body);

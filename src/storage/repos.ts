@@ -12,6 +12,14 @@ import { randomUUID } from 'node:crypto';
 
 export function createRepos(em: EntityManager, db: Database): Repos {
   const p = db.p;
+  /** One row by raw SQL; integer columns come back as strings on PostgreSQL, so they are coerced. */
+  const one = async <T>(sql: string, params: unknown[], ints: readonly string[] = []): Promise<T | null> => {
+    const rows = (await em.query(sql, params)) as Array<Record<string, unknown>>;
+    const row = rows[0];
+    if (!row) return null;
+    for (const k of ints) if (row[k] !== undefined && row[k] !== null) row[k] = Number(row[k]);
+    return row as T;
+  };
   return {
     findAccountByEmail: (email) => em.findOneBy(AccountEntity, { email }),
     findAccountById: (id) => em.findOneBy(AccountEntity, { id }),
@@ -33,7 +41,7 @@ export function createRepos(em: EntityManager, db: Database): Repos {
     clearLoginFailures: async (email) => { await em.delete(LoginFailureEntity, { email }); },
 
     insertWorkspace: async (row) => { await em.insert(WorkspaceEntity, row); },
-    findWorkspace: (id) => em.findOneBy(WorkspaceEntity, { id }),
+    findWorkspace: (id) => one<WorkspaceRow>(`SELECT * FROM workspaces WHERE id = ${p(1)}`, [id], ['dek_version']),
     findWorkspaceByName: (org_id, name) => em.findOneBy(WorkspaceEntity, { org_id, name }),
     countWorkspacesInOrg: (org_id) => em.countBy(WorkspaceEntity, { org_id }),
     listWorkspacesGranted: async (accountId) => {
@@ -50,7 +58,7 @@ export function createRepos(em: EntityManager, db: Database): Repos {
       await em.delete(GrantEntity, { workspace_id: id });
       await em.delete(WorkspaceEntity, { id });
     },
-    findGrant: (workspace_id, account_id) => em.findOneBy(GrantEntity, { workspace_id, account_id }),
+    findGrant: (workspace_id, account_id) => one<GrantRow>(`SELECT * FROM workspace_grants WHERE workspace_id = ${p(1)} AND account_id = ${p(2)}`, [workspace_id, account_id]),
     listGrants: (workspaceId) => em.query(
       `SELECT g.*, a.email AS email FROM workspace_grants g JOIN accounts a ON a.id = g.account_id
        WHERE g.workspace_id = ${p(1)} ORDER BY g.created_at, a.email`, [workspaceId],
@@ -67,8 +75,8 @@ export function createRepos(em: EntityManager, db: Database): Repos {
     deleteGrant: async (workspace_id, account_id) => { await em.delete(GrantEntity, { workspace_id, account_id }); },
 
     insertCredential: async (row) => { await em.insert(CredentialEntity, row); },
-    findCredential: (id) => em.findOneBy(CredentialEntity, { id }),
-    findCredentialByName: (workspace_id, name) => em.findOneBy(CredentialEntity, { workspace_id, name }),
+    findCredential: (id) => one<CredentialRow>(`SELECT * FROM credentials WHERE id = ${p(1)}`, [id], ['secret_version', 'dek_version']),
+    findCredentialByName: (workspace_id, name) => one<CredentialRow>(`SELECT * FROM credentials WHERE workspace_id = ${p(1)} AND name = ${p(2)}`, [workspace_id, name], ['secret_version', 'dek_version']),
     listCredentials: (workspace_id) => em.find(CredentialEntity, { where: { workspace_id }, order: { name: 'ASC' } }),
     countCredentials: (workspace_id) => em.countBy(CredentialEntity, { workspace_id }),
     updateCredential: async (id, patch) => { await em.update(CredentialEntity, { id }, patch); },
@@ -82,7 +90,7 @@ export function createRepos(em: EntityManager, db: Database): Repos {
     },
 
     insertToken: async (row) => { await em.insert(TokenEntity, row); },
-    findTokenByHash: (token_hash) => em.findOneBy(TokenEntity, { token_hash }),
+    findTokenByHash: (token_hash) => one<TokenRow>(`SELECT * FROM tokens WHERE token_hash = ${p(1)}`, [token_hash]),
     findToken: (id) => em.findOneBy(TokenEntity, { id }),
     listTokens: (creator_id, type) => em.find(TokenEntity, { where: { creator_id, type }, order: { created_at: 'DESC' } }),
     updateToken: async (id, patch) => { await em.update(TokenEntity, { id }, patch); },
