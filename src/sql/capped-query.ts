@@ -18,6 +18,14 @@
  *
  * Multiple statements are impossible: a Parse message holds one statement and the server rejects
  * "cannot insert multiple commands into a prepared statement" (42601).
+ *
+ * The transaction setup travels in the same write as the statement (one round trip per call, like
+ * a direct query): `BEGIN READ ONLY`, then one `SELECT set_config(…, true)` that sets the LOCAL
+ * timeouts, then the agent's statement, all before the Sync. Each is its own Parse, so the
+ * setup cannot be merged with or altered by the agent's text; if the setup fails, the statement is
+ * skipped by the server (everything up to Sync is discarded after an error). The set_config
+ * SELECT also takes the transaction's first snapshot, after which PostgreSQL refuses to switch it
+ * to read-write ("must be set before any query"), even through a bare `SET transaction_read_only`.
  */
 import pg from 'pg';
 import { parserFor, typeName, type ValueParser } from './pg-types.ts';
@@ -45,9 +53,26 @@ interface PgConnection {
   sync(): void;
   flush(): void;
   execute(opts: { portal: string; rows: number }): void;
+  parse(opts: { text: string; name: string; types: unknown[] }): void;
+  bind(opts: { portal: string; statement: string; values: unknown[]; valueMapper?: unknown }): void;
+  describe(opts: { type: 'P' | 'S'; name: string }): void;
+  stream: { cork?: () => void; uncork?: () => void };
 }
 
-export class CappedQuery extends pg.Query {
+/** Server-side limits set inside the transaction (SET LOCAL semantics). 0 disables a timeout. */
+export interface TransactionTimeouts {
+  statementTimeoutMs: number;
+  lockTimeoutMs: number;
+  idleInTransactionTimeoutMs: number;
+}
+
+/** Setup statements executed before the agent's statement; their results are not rows. */
+const SETUP_STEPS = 2;
+
+const prepareValue = (pg as unknown as { utils: { prepareValue: (v: unknown) => unknown } }).utils.prepareValue;
+
+/** A pg "submittable": pg's Client calls `submit` when the connection is free, then the handlers. */
+export class CappedQuery {
   readonly done: Promise<CappedResult>;
   private resolveDone!: (r: CappedResult) => void;
   private rejectDone!: (e: unknown) => void;
@@ -60,12 +85,19 @@ export class CappedQuery extends pg.Query {
   private truncatedBy: 'rows' | 'bytes' | undefined;
   private command: string | undefined;
   private settled = false;
+  /** CommandCompletes seen: the first SETUP_STEPS belong to BEGIN and the timeouts. */
+  private completed = 0;
 
-  constructor(text: string, values: unknown[], private readonly maxRows: number, private readonly maxBytes: number) {
-    // rows: the first Execute fetches at most one batch; `queryMode: 'extended'` forces
-    // Parse/Bind/Execute even without parameters (never the simple protocol, which runs
-    // every statement in a multi-statement string).
-    super({ text, values, rows: Math.min(FETCH_BATCH, maxRows + 1), queryMode: 'extended', rowMode: 'array' } as never);
+  constructor(
+    private readonly statement: string,
+    private readonly params: unknown[],
+    private readonly maxRows: number,
+    private readonly maxBytes: number,
+    private readonly timeouts: TransactionTimeouts,
+  ) {
+    for (const v of Object.values(timeouts)) {
+      if (!Number.isSafeInteger(v) || v < 0) throw new Error('invalid transaction timeout');
+    }
     this.done = new Promise<CappedResult>((resolve, reject) => {
       this.resolveDone = resolve;
       this.rejectDone = reject;
@@ -79,12 +111,54 @@ export class CappedQuery extends pg.Query {
     return Math.min(FETCH_BATCH, this.maxRows + 1 - this.received);
   }
 
+  /**
+   * Writes the whole pipeline in one go (corked): setup, the statement, its first Execute — always
+   * Parse/Bind/Execute, never the simple protocol (which runs every statement of a
+   * multi-statement string), even without parameters.
+   */
+  submit(connection: PgConnection): Error | null {
+    connection.stream.cork?.();
+    try {
+      connection.parse({ text: 'BEGIN READ ONLY', name: '', types: [] });
+      connection.bind({ portal: '', statement: '', values: [] });
+      connection.execute({ portal: '', rows: 0 });
+      connection.parse({
+        text: "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true), " +
+          "set_config('idle_in_transaction_session_timeout', $3, true)",
+        name: '',
+        types: [],
+      });
+      connection.bind({
+        portal: '',
+        statement: '',
+        values: [String(this.timeouts.statementTimeoutMs), String(this.timeouts.lockTimeoutMs), String(this.timeouts.idleInTransactionTimeoutMs)],
+      });
+      connection.execute({ portal: '', rows: 0 });
+      connection.parse({ text: this.statement, name: '', types: [] });
+      connection.bind({ portal: '', statement: '', values: this.params, valueMapper: prepareValue });
+      connection.describe({ type: 'P', name: '' });
+      connection.execute({ portal: '', rows: this.nextBatch() });
+      connection.flush();
+    } catch (err) {
+      // A parameter pg could not serialise (the executor validates params, so this is a backstop).
+      // As pg's own prepare() does: Sync so the server answers with exactly one ReadyForQuery
+      // (which still reaches this query), and fail the query. The executor then destroys the
+      // connection, since part of the pipeline may have run.
+      connection.sync();
+      this.handleError(err instanceof Error ? err : new Error('could not send the query'), connection);
+    } finally {
+      connection.stream.uncork?.();
+    }
+    return null;
+  }
+
   handleRowDescription(msg: { fields: FieldDesc[] }): void {
     this.fields = msg.fields;
     this.parsers = msg.fields.map((f) => parserFor(f.dataTypeID));
   }
 
   handleDataRow(msg: { fields: (string | null)[]; length?: number }): void {
+    if (this.completed < SETUP_STEPS) return; // the set_config row
     this.received++;
     if (this.stopped) return;
     if (this.kept.length >= this.maxRows) {
@@ -124,6 +198,7 @@ export class CappedQuery extends pg.Query {
   }
 
   handleCommandComplete(msg: { command?: string; rowCount?: number | null }, connection: PgConnection): void {
+    if (this.completed++ < SETUP_STEPS) return;
     this.command = msg.command === undefined ? undefined : `${msg.command}${msg.rowCount == null ? '' : ` ${msg.rowCount}`}`;
     connection.sync();
   }
@@ -156,6 +231,14 @@ export class CappedQuery extends pg.Query {
       }),
     );
   }
+
+  /** COPY … FROM STDIN: refuse to feed it (the guard refuses COPY; this is the backstop). */
+  handleCopyInResponse(connection: { sendCopyFail(msg: string): void }): void {
+    connection.sendCopyFail('query_db does not send COPY data');
+  }
+
+  /** COPY … TO STDOUT data is dropped: it is not rows, and the guard refuses COPY anyway. */
+  handleCopyData(): void {}
 
   private settle(fn: () => void): void {
     if (this.settled) return;

@@ -2,19 +2,19 @@
  * query_db's database layer: the real read-only boundary behind the parser (guard.ts).
  *
  * For each call, on a connection from the credential's pool:
- *   1. `BEGIN READ ONLY` and `SET LOCAL statement_timeout / lock_timeout /
- *      idle_in_transaction_session_timeout`: the server refuses writes (including writable CTEs,
+ *   1. `BEGIN READ ONLY` and transaction-local statement_timeout / lock_timeout /
+ *      idle_in_transaction_session_timeout: the server refuses writes (including writable CTEs,
  *      nextval/setval, SELECT INTO, EXPLAIN ANALYZE of a write, set_config of
  *      transaction_read_only after the first snapshot) and stops long statements itself;
  *   2. the statement alone, through the extended protocol (one statement per Parse), with row and
- *      byte caps applied while rows stream in (capped-query.ts);
+ *      byte caps applied while rows stream in; 1 and 2 go out in one write (capped-query.ts);
  *   3. a broker-side timer slightly longer than the statement timeout: if the server has not
  *      answered by then (network stall, a timeout the server did not honour) we send a protocol
  *      CancelRequest and destroy the connection;
- *   4. `ROLLBACK` then `DISCARD ALL`, so nothing the statement did to the session survives it
- *      (session advisory locks, settings, temp tables, prepared statements, LISTEN, sequences'
- *      currval); if either fails, or anything about the connection is in doubt, the connection is
- *      destroyed instead of returned to the pool.
+ *   4. `ROLLBACK` plus the parts of DISCARD ALL (SESSION_RESET_SQL), so nothing the statement did
+ *      to the session survives it (session advisory locks, settings, temp tables, prepared
+ *      statements, LISTEN, sequences' currval); if the reset fails, or anything about the
+ *      connection is in doubt, the connection is destroyed instead of returned to the pool.
  *
  * Errors come back as CustosErrors with safe text: the SQLSTATE plus the server's message with any
  * URL, the password, quoted data values (for data errors) and PII (masked) removed. Connection
@@ -167,18 +167,13 @@ export async function executeUnguarded(
   brokerDeadline.catch(() => undefined);
 
   const work = (async (): Promise<QueryResult> => {
-    const t = limits.statementTimeoutMs;
-    const serverTimeout = testOptions.serverTimeout === false ? 0 : t;
-    // Our own text with integers only: the simple protocol is fine here and saves round trips.
-    // The trailing SELECT takes the transaction's first snapshot, after which PostgreSQL refuses
-    // any attempt to switch it to read-write ("must be set before any query"), even a bare
-    // `SET transaction_read_only = off` that would otherwise be accepted as the first statement.
-    await client.query(
-      `BEGIN READ ONLY; SET LOCAL statement_timeout = ${serverTimeout}; SET LOCAL lock_timeout = ${serverTimeout}; ` +
-        `SET LOCAL idle_in_transaction_session_timeout = ${t + 2 * BROKER_TIMEOUT_GRACE_MS}; SELECT 1`,
-    );
-    const query = new CappedQuery(sql, values, limits.maxRows, limits.maxBytes);
-    client.query(query);
+    const serverTimeout = testOptions.serverTimeout === false ? 0 : limits.statementTimeoutMs;
+    const query = new CappedQuery(sql, values, limits.maxRows, limits.maxBytes, {
+      statementTimeoutMs: serverTimeout,
+      lockTimeoutMs: serverTimeout,
+      idleInTransactionTimeoutMs: limits.statementTimeoutMs + 2 * BROKER_TIMEOUT_GRACE_MS,
+    });
+    client.query(query as unknown as pg.Submittable);
     let result;
     try {
       result = await query.done;
@@ -187,7 +182,7 @@ export async function executeUnguarded(
       throw err;
     }
     // The result is complete and the transaction read-only: there is nothing left to wait for, so
-    // the reset (ROLLBACK, DISCARD ALL) runs after we answer. The connection only goes back to the
+    // the reset (SESSION_RESET_SQL) runs after we answer. The connection only goes back to the
     // pool once the reset has succeeded (or is destroyed), so no later call can see its state.
     const reset = resetOrDestroy(client, release, true);
     (conn as Partial<RedactingSource>).trackReset?.(reset);
@@ -215,22 +210,47 @@ export async function executeUnguarded(
 }
 
 /**
- * ROLLBACK then DISCARD ALL and return the client to the pool; destroy it instead if the reset
- * fails or the connection is not known to be healthy.
+ * Everything DISCARD ALL does, as statements that may share one simple-protocol message with the
+ * ROLLBACK (DISCARD ALL itself refuses to run in the implicit transaction a multi-statement
+ * message opens): one round trip instead of two. ROLLBACK already undoes settings changed in the
+ * transaction (SET, set_config, SET ROLE); the rest clears what survives a rollback.
+ */
+export const SESSION_RESET_SQL = [
+  'ROLLBACK',
+  'SELECT pg_advisory_unlock_all()', // session-level advisory locks survive ROLLBACK
+  'DEALLOCATE ALL', // PREPARE is not transactional
+  'CLOSE ALL',
+  'UNLISTEN *',
+  'RESET ALL',
+  'RESET ROLE',
+  'SET SESSION AUTHORIZATION DEFAULT',
+  'DISCARD SEQUENCES',
+  'DISCARD TEMP',
+  'DISCARD PLANS',
+].join('; ');
+
+/**
+ * Resets the session and returns the client to the pool; destroys it instead if the reset fails
+ * or the connection is not known to be healthy.
  */
 async function resetOrDestroy(client: pg.PoolClient, release: (destroy: boolean) => void, healthy: boolean): Promise<void> {
   if (!healthy) {
     release(true);
     return;
   }
+  // A reset that does not come back promptly (stalled network) must not hold the pool slot.
+  const stalled = setTimeout(() => release(true), RESET_TIMEOUT_MS);
   try {
-    await client.query('ROLLBACK');
-    await client.query('DISCARD ALL');
+    await client.query(SESSION_RESET_SQL);
     release(false);
   } catch {
     release(true);
+  } finally {
+    clearTimeout(stalled);
   }
 }
+
+const RESET_TIMEOUT_MS = 5000;
 
 /** PostgreSQL CancelRequest (protocol §55.2.9): a 16-byte message on a fresh socket, no auth. */
 function sendCancelRequest(client: pg.PoolClient): void {

@@ -120,6 +120,27 @@ function splitStatements(tokens: readonly Token[]): Token[][] {
  */
 export function assertReadOnlySql(sql: string): ReadOnlyVerdict {
   if (typeof sql !== 'string') refuse('the statement must be text.');
+  // The verdict is a pure function of the text: agents repeat statements (with different params),
+  // and the PEG parser is the guard's main cost. Only admitted verdicts are cached.
+  const cached = verdictCache.get(sql);
+  if (cached) {
+    verdictCache.delete(sql);
+    verdictCache.set(sql, cached); // LRU: most recent last
+    return { ...cached };
+  }
+  const verdict = checkStatement(sql);
+  if (sql.length <= CACHEABLE_SQL_LENGTH) {
+    verdictCache.set(sql, verdict);
+    if (verdictCache.size > VERDICT_CACHE_SIZE) verdictCache.delete(verdictCache.keys().next().value!);
+  }
+  return { ...verdict };
+}
+
+const VERDICT_CACHE_SIZE = 256;
+const CACHEABLE_SQL_LENGTH = 4096;
+const verdictCache = new Map<string, ReadOnlyVerdict>();
+
+function checkStatement(sql: string): ReadOnlyVerdict {
   if (sql.length > MAX_SQL_LENGTH) refuse(`the statement is longer than ${MAX_SQL_LENGTH} characters.`);
   if (sql.includes('\u0000')) refuse('the statement contains a NUL character.');
 

@@ -152,18 +152,6 @@ const KEY_PREFIX_RE = new RegExp(
 const URL_PASSWORD_RE = /(\b[a-z][a-z0-9+.-]*:\/\/[^\s:/@]*:)([^\s@/]+)(@)/gi;
 const LONG_TOKEN_RE = /[A-Za-z0-9+/_=-]{32,}/g;
 
-function luhnValid(digits: string): boolean {
-  let sum = 0;
-  let double = false;
-  for (let i = digits.length - 1; i >= 0; i--) {
-    let d = digits.charCodeAt(i) - 48;
-    if (double) { d *= 2; if (d > 9) d -= 9; }
-    sum += d;
-    double = !double;
-  }
-  return sum % 10 === 0;
-}
-
 function ibanValid(compact: string): boolean {
   if (compact.length < 15 || compact.length > 34) return false;
   const rearranged = compact.slice(4) + compact.slice(0, 4);
@@ -367,8 +355,8 @@ export class ValueMasker {
           return d >= 8 && d <= 15 ? this.hit(starDigits(m, 2)) : m;
         });
       }
-      out = out.replace(PHONE_NANP_RE, (m) => this.hit(starDigits(m, 2)));
-      out = out.replace(PHONE_NATIONAL_RE, (m) => {
+      if (digits >= 10) out = out.replace(PHONE_NANP_RE, (m) => this.hit(starDigits(m, 2)));
+      if (digits >= 9) out = out.replace(PHONE_NATIONAL_RE, (m) => {
         const d = countDigits(m);
         return d >= 9 && d <= 12 ? this.hit(starDigits(m, 2)) : m;
       });
@@ -530,8 +518,15 @@ function tryParseJson(s: string): unknown {
  * Masks every value of every row. `columns` are the output column names (or `{name}` objects) in
  * row order; `rows` are arrays in that order. Input rows are not modified.
  */
+/**
+ * Column types whose values cannot carry PII or a secret by value (numbers that fit 32 bits,
+ * booleans, dates and times, UUIDs): value scanning is skipped for them. int8 and numeric are NOT
+ * here: a card or phone number is often stored in one. Name-based masking still applies.
+ */
+const VALUE_SAFE_TYPES = new Set(['bool', 'int2', 'int4', 'oid', 'float4', 'float8', 'date', 'time', 'timetz', 'timestamp', 'timestamptz', 'interval', 'uuid']);
+
 export function maskRows(
-  columns: readonly (string | { name: string })[],
+  columns: readonly (string | { name: string; type?: string })[],
   rows: readonly (readonly unknown[])[],
   rules?: MaskRules,
   /** Output columns known (e.g. from the query's lineage) to derive from a sensitive column. */
@@ -540,6 +535,7 @@ export function maskRows(
   const names = new NamePolicy(rules);
   const masker = new RowMasker(names);
   const colNames = columns.map((c) => (typeof c === 'string' ? c : c.name));
+  const valueSafe = columns.map((c) => typeof c !== 'string' && c.type !== undefined && VALUE_SAFE_TYPES.has(c.type));
   const wholeMasked = colNames.map((n, i) => names.masks(n) || (extraMaskedColumns?.has(i) ?? false));
   const piiExempt = colNames.map((n, i) => names.isAllowed(n) && !wholeMasked[i]);
   const maskedColumns = colNames.filter((_n, i) => wholeMasked[i]);
@@ -556,6 +552,8 @@ export function maskRows(
           copy[c] = MASKED;
           masker.values.count++;
         }
+      } else if (valueSafe[c]) {
+        copy[c] = v;
       } else {
         copy[c] = masker.value(v, piiExempt[c] ?? false);
       }
