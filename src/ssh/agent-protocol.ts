@@ -273,6 +273,11 @@ export function serveConnection(stream: Duplex, options: ConnectionOptions): voi
   let running = false;
   let closed = false;
   let stopReading = false;
+  let ended = false;
+
+  const maybeFinish = (): void => {
+    if (ended && !running && queue.length === 0 && !stream.destroyed) stream.end();
+  };
 
   const write = (buf: Buffer): void => {
     if (!closed && !stream.destroyed && stream.writable) stream.write(buf);
@@ -303,6 +308,7 @@ export function serveConnection(stream: Duplex, options: ConnectionOptions): voi
       }
     } finally {
       running = false;
+      maybeFinish();
     }
   };
 
@@ -328,10 +334,7 @@ export function serveConnection(stream: Duplex, options: ConnectionOptions): voi
   });
   stream.on('end', () => {
     // The client half-closed: finish the answers already queued, then close our side.
-    const finish = (): void => {
-      if (running || queue.length > 0) setImmediate(finish);
-      else if (!stream.destroyed) stream.end();
-    };
-    finish();
+    ended = true;
+    maybeFinish();
   });
 }

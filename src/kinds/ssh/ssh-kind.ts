@@ -58,7 +58,8 @@ const configSchema = z.object({
 
 function validationError(err: unknown): CustosError {
   const message = err instanceof KeyParseError ? err.message : 'the private key could not be read';
-  return new CustosError('CUSTOS_ERR_VALIDATION', `Invalid SSH private key: ${message}.`, { cause: undefined });
+  // No `cause`: a library error could quote its input, and the input is a private key.
+  return new CustosError('CUSTOS_ERR_VALIDATION', `Invalid SSH private key: ${message}.`);
 }
 
 function parseSecret(secret: SecretFields): ParsedEd25519Key {
