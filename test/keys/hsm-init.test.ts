@@ -10,7 +10,7 @@ const run = promisify(execFile);
 test('hsm/init-softhsm.sh creates a token, 0600 PIN files and the KEK once, keeps them on a second run, and never prints the PIN', async (t) => {
   const dir = await mkdtemp(path.join(tmpdir(), 'custos-hsm-init-'));
   try {
-    const env = { ...process.env, CUSTOS_HSM_DIR: path.join(dir, 'hsm'), CUSTOS_PKCS11_TOKEN_LABEL: 'custos-init-test' };
+    const env: NodeJS.ProcessEnv = { ...process.env, CUSTOS_HSM_DIR: path.join(dir, 'hsm'), CUSTOS_PKCS11_TOKEN_LABEL: 'custos-init-test' };
     delete env.SOFTHSM2_CONF;
     const first = await run('sh', ['hsm/init-softhsm.sh'], { env });
     t.regex(first.stdout, /token "custos-init-test" created/);
