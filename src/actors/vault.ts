@@ -5,7 +5,10 @@
 import { CustosError } from '../errors.ts';
 import { kindFor } from '../kinds/registry.ts';
 import type { CredentialRow, SealedSecretRecord, SecretVault, Store } from '../core/ports.ts';
+import { WorkspaceKeyChangedError } from '../core/credentials.ts';
 import type { ActorSystem } from './actor-system.ts';
+import { StaleKeyError } from './mailbox.ts';
+import type { WorkspaceActor } from './workspace-actor.ts';
 
 /** zod issues name the field and the rule; never the value. */
 function secretValidationError(scheme: string, issues: ReadonlyArray<{ path: PropertyKey[]; message: string; code: string }>): CustosError {
@@ -15,8 +18,24 @@ function secretValidationError(scheme: string, issues: ReadonlyArray<{ path: Pro
   return new CustosError('CUSTOS_ERR_VALIDATION', `Invalid ${scheme} secret: ${field}: ${message}`);
 }
 
+/** A save refused because the DEK moved on is a stale actor: ActorSystem.with re-activates and retries once. */
+function staleOnKeyChange(err: unknown): never {
+  throw err instanceof WorkspaceKeyChangedError ? new StaleKeyError() : err;
+}
+
 export class ActorVault implements SecretVault {
   constructor(private readonly actors: ActorSystem, private readonly store: Store) {}
+
+  /**
+   * Another node (or the CLI) may have rotated the workspace DEK since this actor activated; uses
+   * notice through the row's dek_version, but a write or a rotation must check before it seals, or
+   * it would store ciphertext under a key storage no longer holds (the secret would be lost at the
+   * next activation). One indexed read per secret write or rotation, none per use.
+   */
+  async #assertCurrent(actor: WorkspaceActor): Promise<void> {
+    const ws = await this.store.read.findWorkspace(actor.workspaceId);
+    if (ws && Number(ws.dek_version) !== actor.dekVersion) throw new StaleKeyError();
+  }
 
   async seal(workspaceId: string, credentialId: string, scheme: string, input: unknown, config: Record<string, unknown>, persist: (s: SealedSecretRecord) => Promise<void>): Promise<void> {
     const kind = kindFor(scheme);
@@ -28,9 +47,10 @@ export class ActorVault implements SecretVault {
     for (const [k, v] of Object.entries(parsed.data)) if (typeof v === 'string' && v.length > 0) fields[k] = Buffer.from(v, 'utf8');
     try {
       await this.actors.with(workspaceId, (actor) => actor.mailbox.exclusive(async () => {
+        await this.#assertCurrent(actor);
         const derived = kind.deriveConfig ? kind.deriveConfig(fields, config) : config;
         const { sealed, dekVersion } = actor.seal(credentialId, fields);
-        await persist({ secret: JSON.stringify(sealed), dekVersion, derivedConfig: derived });
+        await persist({ secret: JSON.stringify(sealed), dekVersion, derivedConfig: derived }).catch(staleOnKeyChange);
         await actor.resetCredential(credentialId);
       }));
     } finally {
@@ -56,8 +76,9 @@ export class ActorVault implements SecretVault {
 
   async rotateDek(workspaceId: string, persist: (wrappedDek: string, keyBackendId: string, version: number, resealed: Array<{ id: string; secret: string }>) => Promise<void>): Promise<number> {
     return this.actors.with(workspaceId, (actor) => actor.mailbox.exclusive(async () => {
+      await this.#assertCurrent(actor);
       const rows = await this.store.read.listCredentials(workspaceId);
-      return actor.rotateDek(this.actors.backend, rows, persist);
+      return actor.rotateDek(this.actors.backend, rows, (...args) => persist(...args).catch(staleOnKeyChange));
     }));
   }
 }

@@ -15,7 +15,24 @@ import { actorOf, type RequestContext } from './context.ts';
 import { canSeeConfig, type Permission } from './policy.ts';
 import type { AccessService } from './access.ts';
 import type { PlanService } from './plans.ts';
-import type { CredentialRow, SecretVault, Store, WorkspaceRow } from './ports.ts';
+import type { CredentialRow, SecretVault, Store, Tx, WorkspaceRow } from './ports.ts';
+
+/**
+ * The workspace DEK changed (another node or `custos keys rotate-dek` rotated it) after the secret
+ * was sealed: saving it would store ciphertext under a key storage no longer holds, i.e. lose the
+ * secret at the next activation. The vault turns this into a re-activation and one retry.
+ */
+export class WorkspaceKeyChangedError extends CustosError {
+  constructor() {
+    super('CUSTOS_ERR_UNAVAILABLE', 'The workspace key changed while the secret was being saved; retry.');
+  }
+}
+
+/** Inside the write transaction: the DEK version the secret was sealed under must still be current. */
+async function assertDekVersion(tx: Tx, workspaceId: string, sealedUnder: number): Promise<void> {
+  const ws = await tx.findWorkspace(workspaceId);
+  if (!ws || Number(ws.dek_version) !== sealedUnder) throw new WorkspaceKeyChangedError();
+}
 
 export interface CredentialInput {
   name: string;
@@ -149,6 +166,7 @@ export class CredentialService {
     const insert = async (final: CredentialRow): Promise<void> => {
       await this.store.tx(async (tx) => {
         this.plans.assertCredentialCount(org?.plan ?? 'free', await tx.countCredentials(workspaceId));
+        if (final.secret !== null) await assertDekVersion(tx, workspaceId, Number(final.dek_version));
         if (await tx.findCredentialByName(workspaceId, input.name)) {
           throw new CustosError('CUSTOS_ERR_CONFLICT', `A credential named '${input.name}' already exists in this workspace.`);
         }
@@ -214,6 +232,7 @@ export class CredentialService {
         secret_version: Number(row.secret_version) + 1, status: 'ready', health: 'ok', health_reason: null, updated_by: actorOf(ctx).id ?? 'system', updated_at: now,
       };
       await this.store.tx(async (tx) => {
+        await assertDekVersion(tx, row.workspace_id, sealed.dekVersion);
         await tx.updateCredential(id, {
           config: final.config, secret: final.secret, dek_version: final.dek_version, secret_version: final.secret_version, status: 'ready',
           health: 'ok', health_reason: null, updated_by: final.updated_by, updated_at: now,
@@ -258,6 +277,9 @@ export class CredentialService {
     const version = await this.vault.rotateDek(workspaceId, async (wrappedDek, keyBackendId, dekVersion, resealed) => {
       count = resealed.length;
       await this.store.tx(async (tx) => {
+        // Two rotations racing (two nodes, or a node and the CLI): only the one that started from
+        // the current version may commit; the other re-activates and rotates again.
+        await assertDekVersion(tx, workspaceId, dekVersion - 1);
         for (const r of resealed) await tx.updateCredential(r.id, { secret: r.secret, dek_version: dekVersion });
         await tx.updateWorkspace(workspaceId, { wrapped_dek: wrappedDek, key_backend_id: keyBackendId, dek_version: dekVersion, updated_at: new Date().toISOString() });
         await tx.audit({ chain: workspaceChain(workspaceId), actor: actorOf(ctx), action: 'workspace.rotate_dek', target: { type: 'workspace', id: workspaceId },
