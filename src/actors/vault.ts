@@ -4,7 +4,7 @@
  */
 import { CustosError } from '../errors.ts';
 import { kindFor } from '../kinds/registry.ts';
-import type { CredentialRow, SealedSecretRecord, SecretVault, Store } from '../core/ports.ts';
+import type { Resealed, CredentialRow, SealedSecretRecord, SecretVault, Store } from '../core/ports.ts';
 import { WorkspaceKeyChangedError } from '../core/credentials.ts';
 import type { ActorSystem } from './actor-system.ts';
 import { StaleKeyError } from './mailbox.ts';
@@ -74,7 +74,7 @@ export class ActorVault implements SecretVault {
     if (actor && !actor.closed) await actor.mailbox.exclusive(() => actor.resetCredential(credentialId)).catch(() => undefined);
   }
 
-  async rotateDek(workspaceId: string, persist: (wrappedDek: string, keyBackendId: string, version: number, resealed: Array<{ id: string; secret: string }>) => Promise<void>): Promise<number> {
+  async rotateDek(workspaceId: string, persist: (wrappedDek: string, keyBackendId: string, version: number, resealed: Resealed[]) => Promise<void>): Promise<number> {
     return this.actors.with(workspaceId, (actor) => actor.mailbox.exclusive(async () => {
       await this.#assertCurrent(actor);
       const rows = await this.store.read.listCredentials(workspaceId);

@@ -10,7 +10,7 @@ import { CustosError } from '../errors.ts';
 import { decryptField, encryptField, generateDek } from '../keys/envelope.ts';
 import type { KeyBackend } from '../keys/key-backend.ts';
 import type { KindContext, RefreshPort, SecretFields } from '../kinds/credential-kind.ts';
-import type { CredentialRow } from '../core/ports.ts';
+import type { Resealed, CredentialRow } from '../core/ports.ts';
 import { ActorCache } from './actor-cache.ts';
 import { Mailbox, StaleKeyError } from './mailbox.ts';
 
@@ -170,13 +170,13 @@ export class WorkspaceActor implements ActorHooks {
   async rotateDek(
     backend: KeyBackend,
     rows: CredentialRow[],
-    persist: (wrappedDek: string, keyBackendId: string, newVersion: number, resealed: Array<{ id: string; secret: string }>) => Promise<void>,
+    persist: (wrappedDek: string, keyBackendId: string, newVersion: number, resealed: Resealed[]) => Promise<void>,
   ): Promise<number> {
     const newDek = generateDek();
     const newVersion = this.#dekVersion + 1;
     try {
       const wrapped = await backend.wrap(newDek, workspaceAad(this.workspaceId));
-      const resealed: Array<{ id: string; secret: string }> = [];
+      const resealed: Resealed[] = [];
       for (const row of rows) {
         if (!row.secret) continue;
         const open = this.#open({ ...row, status: 'ready' });
@@ -185,7 +185,7 @@ export class WorkspaceActor implements ActorHooks {
           for (const [field, value] of Object.entries(open)) {
             sealed[field] = encryptField(newDek, value, { workspaceId: this.workspaceId, credentialId: row.id, field }).toString('base64');
           }
-          resealed.push({ id: row.id, secret: JSON.stringify(sealed) });
+          resealed.push({ id: row.id, secret: JSON.stringify(sealed), before: row.secret });
         } finally {
           for (const b of Object.values(open)) b.fill(0);
         }

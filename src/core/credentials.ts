@@ -30,7 +30,8 @@ export class WorkspaceKeyChangedError extends CustosError {
 
 /** Inside the write transaction: the DEK version the secret was sealed under must still be current. */
 async function assertDekVersion(tx: Tx, workspaceId: string, sealedUnder: number): Promise<void> {
-  const ws = await tx.findWorkspace(workspaceId);
+  // Locked, so a rotation committing on another node cannot slip in between this check and the write.
+  const ws = await tx.lockWorkspace(workspaceId);
   if (!ws || Number(ws.dek_version) !== sealedUnder) throw new WorkspaceKeyChangedError();
 }
 
@@ -241,6 +242,8 @@ export class CredentialService {
           target: { type: 'credential', id, name: row.name }, outcome: 'success', details: { secretVersion: final.secret_version, status: 'ready' } });
       });
     });
+    // The replaced ciphertext must not linger in the database files ("old one unrecoverable").
+    if (row.secret !== null) await this.store.purgeDeleted();
     return credentialView(final);
   }
 
@@ -251,6 +254,7 @@ export class CredentialService {
       await tx.audit({ chain: workspaceChain(row.workspace_id), actor: actorOf(ctx), action: 'credential.delete', target: { type: 'credential', id, name: row.name }, outcome: 'success' });
     });
     await this.vault.reset(row.workspace_id, id);
+    await this.store.purgeDeleted();
   }
 
   /** The only path back to plaintext: `reveal`, audited before the value is returned. */
@@ -280,12 +284,19 @@ export class CredentialService {
         // Two rotations racing (two nodes, or a node and the CLI): only the one that started from
         // the current version may commit; the other re-activates and rotates again.
         await assertDekVersion(tx, workspaceId, dekVersion - 1);
+        // Every stored secret must be exactly what was re-encrypted: one written meanwhile (by
+        // another node, under the old DEK) would otherwise be lost or overwritten by a stale copy.
+        const byId = new Map(resealed.map((r) => [r.id, r.before]));
+        for (const row of await tx.listCredentials(workspaceId)) {
+          if (row.secret !== null && byId.get(row.id) !== row.secret) throw new WorkspaceKeyChangedError();
+        }
         for (const r of resealed) await tx.updateCredential(r.id, { secret: r.secret, dek_version: dekVersion });
         await tx.updateWorkspace(workspaceId, { wrapped_dek: wrappedDek, key_backend_id: keyBackendId, dek_version: dekVersion, updated_at: new Date().toISOString() });
         await tx.audit({ chain: workspaceChain(workspaceId), actor: actorOf(ctx), action: 'workspace.rotate_dek', target: { type: 'workspace', id: workspaceId },
           outcome: 'success', details: { dekVersion, credentialsReencrypted: resealed.length, keyBackend: keyBackendId } });
       });
     });
+    await this.store.purgeDeleted();
     return { dekVersion: version, credentials: count };
   }
 }

@@ -30,6 +30,8 @@ export interface Repos {
   // workspaces and grants
   insertWorkspace(row: WorkspaceRow): Promise<void>;
   findWorkspace(id: string): Promise<WorkspaceRow | null>;
+  /** The workspace row under a row lock (FOR UPDATE on PostgreSQL; SQLite transactions are serialised). */
+  lockWorkspace(id: string): Promise<WorkspaceRow | null>;
   findWorkspaceByName(orgId: string, name: string): Promise<WorkspaceRow | null>;
   countWorkspacesInOrg(orgId: string): Promise<number>;
   listWorkspacesGranted(accountId: string): Promise<Array<WorkspaceRow & { permissions: string }>>;
@@ -69,6 +71,12 @@ export interface Store {
   tx<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
   /** Group-committed audit append for uses and denials; resolves once durable. */
   audit(input: AuditInput): Promise<AuditRecord>;
+  /**
+   * Makes rows deleted or overwritten so far physically unrecoverable from the database's own files
+   * where the engine allows it (SQLite: secure_delete is on, and the WAL is checkpointed and
+   * truncated). PostgreSQL keeps dead tuples until VACUUM (docs/operations.md).
+   */
+  purgeDeleted(): Promise<void>;
 }
 
 /**
@@ -80,6 +88,14 @@ export interface WorkspaceKeys {
   provision(workspaceId: string): Promise<{ wrappedDek: string; keyBackendId: string }>;
   /** The workspace was deleted: drop its actor and zero its keys. */
   forget(workspaceId: string): Promise<void>;
+}
+
+/** A credential's secret re-encrypted under a new DEK, with the ciphertext it replaces. */
+export interface Resealed {
+  id: string;
+  secret: string;
+  /** The stored ciphertext this was made from: the rotation commits only if it is still current. */
+  before: string;
 }
 
 /** A sealed secret as stored: JSON of field → base64 ciphertext, with the DEK version that made it. */
@@ -106,7 +122,7 @@ export interface SecretVault {
   /** A credential's secret changed or it was deleted: drop caches and pools for it. */
   reset(workspaceId: string, credentialId: string): Promise<void>;
   /** Re-encrypts all of a workspace's secrets under a new DEK; `persist` stores everything in one tx. */
-  rotateDek(workspaceId: string, persist: (wrappedDek: string, keyBackendId: string, version: number, resealed: Array<{ id: string; secret: string }>) => Promise<void>): Promise<number>;
+  rotateDek(workspaceId: string, persist: (wrappedDek: string, keyBackendId: string, version: number, resealed: Resealed[]) => Promise<void>): Promise<number>;
 }
 
 /** An outbound call already checked by core (URL under the base, method allowed, agent headers safe). */

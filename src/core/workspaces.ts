@@ -123,6 +123,8 @@ export class WorkspaceService {
       await tx.audit({ chain: orgChain(workspace.org_id), actor, action: 'workspace.delete', target: { type: 'workspace', id, name: workspace.name }, outcome: 'success' });
     });
     await this.keys.forget(id);
+    // Crypto-shredding is only as good as the erasure of the wrapped DEK from the database's files.
+    await this.store.purgeDeleted();
   }
 
   async listGrants(ctx: RequestContext, id: string): Promise<GrantView[]> {

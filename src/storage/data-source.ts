@@ -23,6 +23,8 @@ export interface Database {
   /** Positional placeholder for raw SQL: $n on PostgreSQL, ? on SQLite. */
   p(n: number): string;
   migrate(): Promise<string[]>;
+  /** See Store.purgeDeleted. */
+  purgeDeleted(): Promise<void>;
   ping(): Promise<void>;
   close(): Promise<void>;
 }
@@ -66,6 +68,9 @@ export async function openDatabase(opts: DatabaseOptions): Promise<Database> {
         db.pragma('synchronous = NORMAL');
         db.pragma('foreign_keys = ON');
         db.pragma('busy_timeout = 5000');
+        // Deleted content is overwritten with zeros, so a shredded wrapped DEK or a replaced
+        // ciphertext does not linger in free pages of the database file.
+        db.pragma('secure_delete = ON');
       },
     });
   }
@@ -84,6 +89,11 @@ export async function openDatabase(opts: DatabaseOptions): Promise<Database> {
     async migrate() {
       const ran = await dataSource.runMigrations({ transaction: 'each' });
       return ran.map((m) => m.name);
+    },
+    async purgeDeleted() {
+      // Old page images (holding what was just deleted) live in the WAL until a checkpoint; copy
+      // them back (now zeroed by secure_delete) and truncate the WAL. Serialised with transactions.
+      if (dialect === 'sqlite') await mutex.run(() => dataSource.query('PRAGMA wal_checkpoint(TRUNCATE)'));
     },
     async ping() {
       await dataSource.query('SELECT 1');

@@ -42,6 +42,7 @@ export function createRepos(em: EntityManager, db: Database): Repos {
 
     insertWorkspace: async (row) => { await em.insert(WorkspaceEntity, row); },
     findWorkspace: (id) => one<WorkspaceRow>(`SELECT * FROM workspaces WHERE id = ${p(1)}`, [id], ['dek_version']),
+    lockWorkspace: (id) => one<WorkspaceRow>(`SELECT * FROM workspaces WHERE id = ${p(1)}${db.dialect === 'postgres' ? ' FOR UPDATE' : ''}`, [id], ['dek_version']),
     findWorkspaceByName: (org_id, name) => em.findOneBy(WorkspaceEntity, { org_id, name }),
     countWorkspacesInOrg: (org_id) => em.countBy(WorkspaceEntity, { org_id }),
     listWorkspacesGranted: async (accountId) => {
@@ -105,6 +106,7 @@ export function createStore(db: Database, audit: AuditLog): Store {
       return fn(tx);
     }),
     audit: (input) => audit.append(input),
+    purgeDeleted: () => db.purgeDeleted(),
   };
 }
 

@@ -272,15 +272,12 @@ for (const db of DB_KINDS) {
 }
 
 /**
- * KNOWN BUG (reported; the fix belongs in src/storage/, not here): SQLite keeps deleted row images
- * in the WAL and, after a checkpoint, in free pages of the main file, so the deleted workspace's
- * wrapped DEK (and a replaced secret's old ciphertext) are still on disk. Whoever holds the file and
- * the KEK can recover them, which defeats crypto-shredding on SQLite. Fix: `PRAGMA secure_delete =
- * ON` in the SQLite data source plus `PRAGMA wal_checkpoint(TRUNCATE)` after a workspace delete or
- * a secret replacement. `test.failing` keeps this visible: when storage is fixed this test starts
- * to pass, ava reports it, and `.failing` must be removed.
+ * Crypto-shredding on SQLite: deleted row images would otherwise linger in the WAL and, after a
+ * checkpoint, in free pages of the main file. The data source turns on `secure_delete` and the
+ * services call Store.purgeDeleted() (a TRUNCATE checkpoint) after a workspace delete, a secret
+ * replacement, a credential delete and a DEK rotation. This test scans the raw files.
  */
-test.serial.failing('[sqlite] after a workspace delete and a secret replacement neither the wrapped DEK nor the old ciphertext is left in the SQLite files', async (t) => {
+test.serial('[sqlite] after a workspace delete and a secret replacement neither the wrapped DEK nor the old ciphertext is left in the SQLite files', async (t) => {
   const i = instances.get('sqlite')!;
   const p = await Client.signup(i.url);
   const doomed = (await p.client.post('/workspaces', { name: 'doomed-raw' })).body.workspace.id as string;
