@@ -153,16 +153,8 @@ export interface SignPort {
 }
 
 export interface QueryDbRequest { sql: string; params?: unknown[] | undefined; maxRows?: number | undefined }
-export interface QueryDbResult {
-  columns: Array<{ name: string; type: string }>;
-  rows: unknown[][];
-  rowCount: number;
-  truncated: boolean;
-  truncatedBy?: 'rows' | 'bytes';
-  statementType: string;
-  durationMs: number;
-  masked: { columns: string[]; values: number };
-}
+/** What query_db returns: columns, capped rows (masked), counts, and what was masked. */
+export type { MaskedQueryResult as QueryDbResult } from '../sql/pool.ts';
 
 /** query_db inside the actor. */
 export interface QueryPort {

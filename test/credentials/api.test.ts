@@ -10,21 +10,12 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Client, DB_KINDS, startCustos, type Res, type TestCustos } from '../support/custos.ts';
+import { Client, DB_KINDS, startCustos, type Res, type TestCustos, perDatabase } from '../support/custos.ts';
 import { connectAgent } from '../support/mcp.ts';
-import { startUpstream } from '../support/upstream.ts';
 
-const instances = new Map<string, TestCustos>();
-let upstream: Awaited<ReturnType<typeof startUpstream>>;
+const env = perDatabase(test, { upstream: true });
 const keyDir = mkdtempSync(path.join(tmpdir(), 'custos-cred-keys-'));
-
-test.before(async () => {
-  upstream = await startUpstream();
-  for (const db of DB_KINDS) instances.set(db, await startCustos(db));
-});
 test.after.always(async () => {
-  for (const i of instances.values()) await i.close();
-  await upstream?.close();
   rmSync(keyDir, { recursive: true, force: true });
 });
 
@@ -53,7 +44,7 @@ async function mustCreate(p: Person, body: Record<string, unknown>): Promise<any
 }
 
 function bearer(name: string, value?: string): Record<string, unknown> {
-  return { name, service: 'custom', authScheme: 'bearer', baseUrl: `${upstream.url}/v1`, ...(value ? { secret: { value } } : {}) };
+  return { name, service: 'custom', authScheme: 'bearer', baseUrl: `${env.upstream.url}/v1`, ...(value ? { secret: { value } } : {}) };
 }
 
 async function agentToken(p: Person, tools = ['list_services', 'call_api']): Promise<string> {
@@ -63,7 +54,7 @@ async function agentToken(p: Person, tools = ['list_services', 'call_api']): Pro
 }
 
 for (const db of DB_KINDS) {
-  const inst = (): TestCustos => instances.get(db)!;
+  const inst = (): TestCustos => env.get(db);
 
   test(`[${db}] with a secret a credential is ready; without one it is pending, refused by call_api, and ready once the secret is supplied`, async (t) => {
     const p = await Client.signup(inst().url);
@@ -78,14 +69,14 @@ for (const db of DB_KINDS) {
       const refused = await agent.call('call_api', { service: pending.id, method: 'GET', path: '/x' });
       t.true(refused.isError);
       t.regex(refused.text, /CUSTOS_ERR_NOT_READY/);
-      t.is(upstream.received.filter((r) => r.headers.authorization === undefined && r.url === '/v1/x').length, 0, 'nothing was sent upstream');
+      t.is(env.upstream.received.filter((r) => r.headers.authorization === undefined && r.url === '/v1/x').length, 0, 'nothing was sent upstream');
       const put = await p.client.put(`/credentials/${pending.id}/secret`, { secret: { value: 'tok-later-0002' } });
       t.is(put.status, 200);
       t.is(put.body.credential.status, 'ready');
       t.is(put.body.credential.secretVersion, 1);
       const ok = await agent.call('call_api', { service: pending.id, method: 'GET', path: `/after-supply-${db}` });
       t.false(ok.isError, ok.text);
-      t.is(upstream.received.find((r) => r.url === `/v1/after-supply-${db}`)?.headers.authorization, 'Bearer tok-later-0002');
+      t.is(env.upstream.received.find((r) => r.url === `/v1/after-supply-${db}`)?.headers.authorization, 'Bearer tok-later-0002');
     } finally {
       await agent.close();
     }
@@ -129,12 +120,12 @@ for (const db of DB_KINDS) {
       { what: 'static key missing', body: bearer('static2'), secret: {} },
       {
         what: 'sigv4 without secretAccessKey',
-        body: { name: 'sig', service: 'custom', authScheme: 'sigv4', baseUrl: `${upstream.url}/s3`, config: { region: 'us-east-1', service: 's3' } },
+        body: { name: 'sig', service: 'custom', authScheme: 'sigv4', baseUrl: `${env.upstream.url}/s3`, config: { region: 'us-east-1', service: 's3' } },
         secret: { accessKeyId: 'AKIAEXAMPLE' }, must: /secretAccessKey/,
       },
       {
         what: 'oauth2 without refreshToken',
-        body: { name: 'oa', service: 'custom', authScheme: 'oauth2', baseUrl: `${upstream.url}/api`, config: { tokenUrl: `${upstream.url}/token` } },
+        body: { name: 'oa', service: 'custom', authScheme: 'oauth2', baseUrl: `${env.upstream.url}/api`, config: { tokenUrl: `${env.upstream.url}/token` } },
         secret: { clientId: 'cid', clientSecret: 'csecret' }, must: /refreshToken/,
       },
       {
@@ -357,7 +348,7 @@ for (const db of DB_KINDS) {
           const called = await agent.call('call_api', { service: c.id, method: 'GET', path: `/perm-use-${db}` });
           t.false(called.isError, called.text);
           t.false(called.text.includes(value));
-          t.is(upstream.received.find((x) => x.url === `/v1/perm-use-${db}`)?.headers.authorization, `Bearer ${value}`);
+          t.is(env.upstream.received.find((x) => x.url === `/v1/perm-use-${db}`)?.headers.authorization, `Bearer ${value}`);
           const listed = await agent.call('list_services');
           t.true(listed.structured.services.some((s: any) => s.id === c.id));
           const cs = await agent.call('create_service', { name: 'by-agent', workspace: ws, baseUrl: 'https://api.example.com', authScheme: 'bearer' });

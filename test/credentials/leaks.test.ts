@@ -10,22 +10,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Client, DB_KINDS, startCustos, type Res, type TestCustos } from '../support/custos.ts';
+import { Client, DB_KINDS, startCustos, type Res, type TestCustos, perDatabase } from '../support/custos.ts';
 import { connectAgent } from '../support/mcp.ts';
-import { startUpstream } from '../support/upstream.ts';
 
-const instances = new Map<string, TestCustos>();
-let upstream: Awaited<ReturnType<typeof startUpstream>>;
+// The shared upstream reflects everything it receives, token endpoint included: the worst case.
+const env = perDatabase(test, { upstream: true });
 const keyDir = mkdtempSync(path.join(tmpdir(), 'custos-leak-keys-'));
 
-test.before(async () => {
-  // An upstream that reflects everything it receives, token endpoint included: the worst case.
-  upstream = await startUpstream();
-  for (const db of DB_KINDS) instances.set(db, await startCustos(db));
-});
 test.after.always(async () => {
-  for (const i of instances.values()) await i.close();
-  await upstream?.close();
   rmSync(keyDir, { recursive: true, force: true });
 });
 
@@ -55,7 +47,7 @@ function protectedKey(passphrase: string): { pem: string; privateLines: string[]
 }
 
 for (const db of DB_KINDS) {
-  const inst = (): TestCustos => instances.get(db)!;
+  const inst = (): TestCustos => env.get(db);
 
   test(`[${db}] marker secrets of every kind never appear in answers, errors, logs, audit export or the stored bytes`, async (t) => {
     const i = inst();
@@ -80,13 +72,13 @@ for (const db of DB_KINDS) {
       t.is(r.status, 201, r.text);
       return r.body.credential.id as string;
     };
-    const bearerId = await mk({ name: 'leak-bearer', service: 'custom', authScheme: 'bearer', baseUrl: `${upstream.url}/b`, secret: { value: bearerV1 } });
+    const bearerId = await mk({ name: 'leak-bearer', service: 'custom', authScheme: 'bearer', baseUrl: `${env.upstream.url}/b`, secret: { value: bearerV1 } });
     const sigId = await mk({
-      name: 'leak-sigv4', service: 'custom', authScheme: 'sigv4', baseUrl: `${upstream.url}/s3`, config: { region: 'eu-west-1', service: 's3' },
+      name: 'leak-sigv4', service: 'custom', authScheme: 'sigv4', baseUrl: `${env.upstream.url}/s3`, config: { region: 'eu-west-1', service: 's3' },
       secret: { accessKeyId: 'AKIALEAKTEST', secretAccessKey: sigv4Secret },
     });
     const oauthId = await mk({
-      name: 'leak-oauth', service: 'custom', authScheme: 'oauth2', baseUrl: `${upstream.url}/api`, config: { tokenUrl: `${upstream.url}/token` },
+      name: 'leak-oauth', service: 'custom', authScheme: 'oauth2', baseUrl: `${env.upstream.url}/api`, config: { tokenUrl: `${env.upstream.url}/token` },
       secret: { clientId: 'leak-client', clientSecret: oauthSecret, refreshToken: oauthRefresh },
     });
     const dbId = await mk({ name: 'leak-db', service: 'postgresql', secret: { dsn: `postgres://reader:${dbPassword}@127.0.0.1:5432/nowhere` } });
@@ -125,8 +117,8 @@ for (const db of DB_KINDS) {
     } finally {
       await agent.close();
     }
-    t.truthy(upstream.received.find((r) => r.headers.authorization === `Bearer ${bearerV2}`), 'the bearer really was used');
-    t.truthy(upstream.received.find((r) => r.url === '/token' && r.body.toString().includes(encodeURIComponent(oauthRefresh))), 'the refresh token really was used');
+    t.truthy(env.upstream.received.find((r) => r.headers.authorization === `Bearer ${bearerV2}`), 'the bearer really was used');
+    t.truthy(env.upstream.received.find((r) => r.url === '/token' && r.body.toString().includes(encodeURIComponent(oauthRefresh))), 'the refresh token really was used');
     const sshTok = await person.post('/tokens/ssh', { name: 'leak-ssh', workspaceId: ws });
     t.is(sshTok.status, 201, sshTok.text);
     const sshClient = new RecordingClient(`${i.url}/api/v1`);

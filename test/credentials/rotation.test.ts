@@ -19,38 +19,12 @@ import { systemContext } from '../../src/core/context.ts';
 import { decryptField } from '../../src/keys/envelope.ts';
 import { workspaceAad } from '../../src/actors/workspace-actor.ts';
 import { createLogger } from '../../src/log.ts';
-import { Client, DB_KINDS, LogCapture, startCustos, type TestCustos } from '../support/custos.ts';
+import { Client, DB_KINDS, LogCapture, startCustos, type TestCustos, perDatabase, captureStdout } from '../support/custos.ts';
 import { connectAgent } from '../support/mcp.ts';
-import { startUpstream } from '../support/upstream.ts';
 
-const instances = new Map<string, TestCustos>();
-let upstream: Awaited<ReturnType<typeof startUpstream>>;
-
-test.before(async () => {
-  upstream = await startUpstream();
-  for (const db of DB_KINDS) instances.set(db, await startCustos(db));
-});
-test.after.always(async () => {
-  for (const i of instances.values()) await i.close();
-  await upstream?.close();
-});
+const env = perDatabase(test, { upstream: true });
 
 type Person = Awaited<ReturnType<typeof Client.signup>>;
-
-/** Runs a CLI command, capturing what it prints. */
-async function cli(fn: () => Promise<number>): Promise<{ code: number; out: string }> {
-  const orig = process.stdout.write.bind(process.stdout);
-  let out = '';
-  process.stdout.write = ((chunk: string | Uint8Array) => {
-    out += chunk.toString();
-    return true;
-  }) as typeof process.stdout.write;
-  try {
-    return { code: await fn(), out };
-  } finally {
-    process.stdout.write = orig;
-  }
-}
 
 function cliEnv(i: TestCustos): NodeJS.ProcessEnv {
   return { CUSTOS_DATA_DIR: i.dataDir, ...(i.pgUrl ? { CUSTOS_DATABASE_URL: i.pgUrl } : {}) };
@@ -66,7 +40,7 @@ async function secrets(p: Person, ws: string, n: number, tag: string): Promise<A
   const out: Array<{ id: string; value: string }> = [];
   for (let k = 0; k < n; k += 1) {
     const value = `${tag}-${k}-${randomBytes(8).toString('hex')}`;
-    const r = await p.client.post(`/workspaces/${ws}/credentials`, { name: `${tag}-${k}`, service: 'custom', authScheme: 'bearer', baseUrl: `${upstream.url}/r`, secret: { value } });
+    const r = await p.client.post(`/workspaces/${ws}/credentials`, { name: `${tag}-${k}`, service: 'custom', authScheme: 'bearer', baseUrl: `${env.upstream.url}/r`, secret: { value } });
     if (r.status !== 201) throw new Error(r.text);
     out.push({ id: r.body.credential.id, value });
   }
@@ -74,7 +48,7 @@ async function secrets(p: Person, ws: string, n: number, tag: string): Promise<A
 }
 
 for (const db of DB_KINDS) {
-  const inst = (): TestCustos => instances.get(db)!;
+  const inst = (): TestCustos => env.get(db);
   const ph = (n: number): string => (db === 'postgres' ? `$${n}` : '?');
   const sql = (q: string, params: unknown[] = []): Promise<any[]> => inst().custos.db.dataSource.query(q, params);
   const wsRow = async (id: string): Promise<any> => (await sql(`SELECT * FROM workspaces WHERE id = ${ph(1)}`, [id]))[0];
@@ -86,7 +60,7 @@ for (const db of DB_KINDS) {
     const mate = await Client.signup(inst().url);
     const ws = owner.workspaceId;
     const creds = await secrets(owner, ws, 3, 'rot');
-    const pending = await owner.client.post(`/workspaces/${ws}/credentials`, { name: 'pend', service: 'custom', authScheme: 'bearer', baseUrl: `${upstream.url}/r` });
+    const pending = await owner.client.post(`/workspaces/${ws}/credentials`, { name: 'pend', service: 'custom', authScheme: 'bearer', baseUrl: `${env.upstream.url}/r` });
     await owner.client.put(`/workspaces/${ws}/grants/${mate.accountId}`, { permissions: ['read', 'write', 'use', 'reveal'] });
     const before = await ciphertexts(ws);
     const wsBefore = await wsRow(ws);
@@ -123,7 +97,7 @@ for (const db of DB_KINDS) {
     t.truthy(oldActor, 'the actor is active with the old DEK');
     const oldDek = oldActor.dekForTests();
     const v = Number((await wsRow(ws)).dek_version);
-    const run = await cli(() => keysCommand(['rotate-dek', ws], cliEnv(inst())));
+    const run = await captureStdout(() => keysCommand(['rotate-dek', ws], cliEnv(inst())));
     t.is(run.code, 0);
     t.regex(run.out, new RegExp(`DEK version ${v + 1}; 1 secret\\(s\\) re-encrypted`));
     const unwraps = inst().custos.backend.stats.unwraps;
@@ -136,7 +110,7 @@ for (const db of DB_KINDS) {
     } finally {
       await agent.close();
     }
-    t.is(upstream.received.find((x) => x.url === `/r/after-cli-${db}`)?.headers.authorization, `Bearer ${c!.value}`);
+    t.is(env.upstream.received.find((x) => x.url === `/r/after-cli-${db}`)?.headers.authorization, `Bearer ${c!.value}`);
     t.deepEqual((await p.client.post(`/credentials/${c!.id}/reveal`)).body.secret, { value: c!.value });
     const newActor = inst().custos.actors.peek(ws)!;
     t.not(newActor, oldActor, 'a fresh actor replaced the stale one');
@@ -150,7 +124,7 @@ for (const db of DB_KINDS) {
     const ws = p.workspaceId;
     const creds = await secrets(p, ws, 2, 'burst');
     t.truthy(inst().custos.actors.peek(ws));
-    t.is((await cli(() => keysCommand(['rotate-dek', ws], cliEnv(inst())))).code, 0);
+    t.is((await captureStdout(() => keysCommand(['rotate-dek', ws], cliEnv(inst())))).code, 0);
     const unwraps = inst().custos.backend.stats.unwraps;
     const all = await Promise.all(Array.from({ length: 40 }, (_, k) => p.client.post(`/credentials/${creds[k % 2]!.id}/reveal`)));
     for (const [k, r] of all.entries()) {
@@ -196,7 +170,7 @@ for (const db of DB_KINDS) {
     const ws = p.workspaceId;
     const creds = await secrets(p, ws, 2, 'stalerot');
     const v = Number((await wsRow(ws)).dek_version);
-    t.is((await cli(() => keysCommand(['rotate-dek', ws], cliEnv(inst())))).code, 0);
+    t.is((await captureStdout(() => keysCommand(['rotate-dek', ws], cliEnv(inst())))).code, 0);
     t.is(inst().custos.actors.peek(ws)?.dekVersion, v, 'this node still holds the old DEK');
     const r = await p.client.post(`/workspaces/${ws}/rotate-dek`);
     t.is(r.status, 200, r.text);
@@ -212,7 +186,7 @@ for (const db of DB_KINDS) {
     const cb = await secrets(b, b.workspaceId, 1, 'kek-b');
     const before = new Map((await sql('SELECT id, wrapped_dek, key_backend_id FROM workspaces')).map((r: any) => [r.id, r]));
     const ctBefore = new Map([...(await ciphertexts(a.workspaceId)), ...(await ciphertexts(b.workspaceId))]);
-    const run = await cli(() => keysCommand(['rotate-kek'], cliEnv(inst())));
+    const run = await captureStdout(() => keysCommand(['rotate-kek'], cliEnv(inst())));
     t.is(run.code, 0);
     t.regex(run.out, /KEK rotated: local-dev:kek-v\d+ → local-dev:kek-v\d+; \d+ workspace DEK\(s\) re-wrapped/);
     const after = await sql('SELECT id, wrapped_dek, key_backend_id, dek_version FROM workspaces');
@@ -278,7 +252,7 @@ for (const db of DB_KINDS) {
  * replacement, a credential delete and a DEK rotation. This test scans the raw files.
  */
 test.serial('[sqlite] after a workspace delete and a secret replacement neither the wrapped DEK nor the old ciphertext is left in the SQLite files', async (t) => {
-  const i = instances.get('sqlite')!;
+  const i = env.get('sqlite');
   const p = await Client.signup(i.url);
   const doomed = (await p.client.post('/workspaces', { name: 'doomed-raw' })).body.workspace.id as string;
   const [c] = await secrets(p, doomed, 1, 'raw');

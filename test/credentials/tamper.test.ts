@@ -6,32 +6,21 @@
  */
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
-import { Client, DB_KINDS, startCustos, type TestCustos } from '../support/custos.ts';
+import { Client, DB_KINDS, startCustos, type TestCustos, perDatabase } from '../support/custos.ts';
 import { connectAgent } from '../support/mcp.ts';
-import { startUpstream } from '../support/upstream.ts';
 
-const instances = new Map<string, TestCustos>();
-let upstream: Awaited<ReturnType<typeof startUpstream>>;
-
-test.before(async () => {
-  upstream = await startUpstream();
-  for (const db of DB_KINDS) instances.set(db, await startCustos(db));
-});
-test.after.always(async () => {
-  for (const i of instances.values()) await i.close();
-  await upstream?.close();
-});
+const env = perDatabase(test, { upstream: true });
 
 type Person = Awaited<ReturnType<typeof Client.signup>>;
 
 async function bearer(p: Person, ws: string, name: string, value: string): Promise<string> {
-  const r = await p.client.post(`/workspaces/${ws}/credentials`, { name, service: 'custom', authScheme: 'bearer', baseUrl: `${upstream.url}/t`, secret: { value } });
+  const r = await p.client.post(`/workspaces/${ws}/credentials`, { name, service: 'custom', authScheme: 'bearer', baseUrl: `${env.upstream.url}/t`, secret: { value } });
   if (r.status !== 201) throw new Error(r.text);
   return r.body.credential.id as string;
 }
 
 for (const db of DB_KINDS) {
-  const inst = (): TestCustos => instances.get(db)!;
+  const inst = (): TestCustos => env.get(db);
   const ph = (n: number): string => (db === 'postgres' ? `$${n}` : '?');
   const sql = (q: string, params: unknown[] = []): Promise<any[]> => inst().custos.db.dataSource.query(q, params);
   const secretOf = async (id: string): Promise<string> => (await sql(`SELECT secret FROM credentials WHERE id = ${ph(1)}`, [id]))[0].secret as string;
@@ -58,11 +47,11 @@ for (const db of DB_KINDS) {
     const tok = await p.client.post('/tokens/agent', { name: 'a', tools: ['call_api'], methods: ['GET'] });
     const agent = await connectAgent(inst().url, tok.body.token);
     try {
-      const before = upstream.received.length;
+      const before = env.upstream.received.length;
       const c = await agent.call('call_api', { service: id, method: 'GET', path: '/flip' });
       t.true(c.isError);
       t.regex(c.text, /CUSTOS_ERR_INTEGRITY/);
-      t.is(upstream.received.length, before, 'nothing went upstream');
+      t.is(env.upstream.received.length, before, 'nothing went upstream');
     } finally {
       await agent.close();
     }
@@ -99,7 +88,7 @@ for (const db of DB_KINDS) {
     }
     // A secret moved to another field of the same credential fails as well (field name is bound).
     const sig = await alice.client.post(`/workspaces/${alice.workspaceId}/credentials`, {
-      name: 'sig', service: 'custom', authScheme: 'sigv4', baseUrl: `${upstream.url}/s3`, config: { region: 'us-east-1', service: 's3' },
+      name: 'sig', service: 'custom', authScheme: 'sigv4', baseUrl: `${env.upstream.url}/s3`, config: { region: 'us-east-1', service: 's3' },
       secret: { accessKeyId: 'AKIAFIELDSWAP', secretAccessKey: 'secret-field-swap-0001' },
     });
     const sigId = sig.body.credential.id as string;

@@ -4,32 +4,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { auditCommand } from '../../src/cli/audit.ts';
 import { verifyJsonLines } from '../../src/audit/chain.ts';
-import { Client, DB_KINDS, startCustos, type TestCustos } from '../support/custos.ts';
+import { Client, DB_KINDS, startCustos, type TestCustos, perDatabase, captureStdout } from '../support/custos.ts';
 
-const instances = new Map<string, TestCustos>();
-test.before(async () => {
-  for (const db of DB_KINDS) instances.set(db, await startCustos(db));
-});
-test.after.always(async () => {
-  for (const i of instances.values()) await i.close();
-});
+const env = perDatabase(test);
 
 const tmp = mkdtempSync(path.join(tmpdir(), 'custos-audit-'));
-
-/** Captures what a CLI command prints. */
-async function capture(fn: () => Promise<number>): Promise<{ code: number; out: string }> {
-  const orig = process.stdout.write.bind(process.stdout);
-  let out = '';
-  process.stdout.write = ((chunk: string | Uint8Array) => {
-    out += chunk.toString();
-    return true;
-  }) as typeof process.stdout.write;
-  try {
-    return { code: await fn(), out };
-  } finally {
-    process.stdout.write = orig;
-  }
-}
 
 async function workspaceWithHistory(i: TestCustos) {
   const owner = await Client.signup(i.url);
@@ -43,7 +22,7 @@ async function workspaceWithHistory(i: TestCustos) {
 }
 
 for (const db of DB_KINDS) {
-  const inst = (): TestCustos => instances.get(db)!;
+  const inst = (): TestCustos => env.get(db);
 
   test(`[${db}] the audit API lists a workspace's chain to manage holders; export verifies`, async (t) => {
     const { owner, ws } = await workspaceWithHistory(inst());
@@ -72,10 +51,10 @@ for (const db of DB_KINDS) {
     const { ws } = await workspaceWithHistory(inst());
     const env = { CUSTOS_DATA_DIR: inst().dataDir, ...(inst().pgUrl ? { CUSTOS_DATABASE_URL: inst().pgUrl! } : {}) };
     const file = path.join(tmp, `${db}-export.jsonl`);
-    t.is((await capture(() => auditCommand(['export', '--workspace', ws, '--output', file], env))).code, 0);
+    t.is((await captureStdout(() => auditCommand(['export', '--workspace', ws, '--output', file], env))).code, 0);
     const lines = readFileSync(file, 'utf8').trim().split('\n');
     t.true(lines.length >= 6);
-    const ok = await capture(() => auditCommand(['verify', file], {}));
+    const ok = await captureStdout(() => auditCommand(['verify', file], {}));
     t.is(ok.code, 0);
     t.regex(ok.out, /^OK: \d+ entries in 1 chain/);
 
@@ -97,7 +76,7 @@ for (const db of DB_KINDS) {
     });
     const truncated = variant('truncated', (ls) => [...ls.slice(0, -2), ls.at(-1)!]);
     const expectBreak = async (f: string, re: RegExp) => {
-      const r = await capture(() => auditCommand(['verify', f], {}));
+      const r = await captureStdout(() => auditCommand(['verify', f], {}));
       t.is(r.code, 1);
       t.regex(r.out, re);
     };

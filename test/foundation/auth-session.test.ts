@@ -1,16 +1,10 @@
 import test from 'ava';
-import { Client, DB_KINDS, startCustos, type TestCustos } from '../support/custos.ts';
+import { Client, DB_KINDS, startCustos, type TestCustos, perDatabase } from '../support/custos.ts';
 
-const instances = new Map<string, TestCustos>();
-test.before(async () => {
-  for (const db of DB_KINDS) instances.set(db, await startCustos(db));
-});
-test.after.always(async () => {
-  for (const i of instances.values()) await i.close();
-});
+const env = perDatabase(test);
 
 for (const db of DB_KINDS) {
-  const inst = (): TestCustos => instances.get(db)!;
+  const inst = (): TestCustos => env.get(db);
 
   test(`[${db}] sign-up creates an account, a Free organization and a default workspace, and a session`, async (t) => {
     const client = new Client(`${inst().url}/api/v1`);

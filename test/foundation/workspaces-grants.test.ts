@@ -1,22 +1,16 @@
 import test from 'ava';
 import { randomUUID } from 'node:crypto';
 import { adminCommand } from '../../src/cli/admin.ts';
-import { Client, DB_KINDS, startCustos, type TestCustos } from '../support/custos.ts';
+import { Client, DB_KINDS, startCustos, type TestCustos, perDatabase } from '../support/custos.ts';
 
-const instances = new Map<string, TestCustos>();
-test.before(async () => {
-  for (const db of DB_KINDS) instances.set(db, await startCustos(db));
-});
-test.after.always(async () => {
-  for (const i of instances.values()) await i.close();
-});
+const env = perDatabase(test);
 
 function cliEnv(i: TestCustos): NodeJS.ProcessEnv {
   return { CUSTOS_DATA_DIR: i.dataDir, ...(i.pgUrl ? { CUSTOS_DATABASE_URL: i.pgUrl } : {}) };
 }
 
 for (const db of DB_KINDS) {
-  const inst = (): TestCustos => instances.get(db)!;
+  const inst = (): TestCustos => env.get(db);
 
   test(`[${db}] create, list, rename and delete workspaces`, async (t) => {
     const { client } = await Client.signup(inst().url);

@@ -2,31 +2,20 @@ import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { Client, DB_KINDS, startCustos, type TestCustos } from '../support/custos.ts';
+import { Client, DB_KINDS, startCustos, type TestCustos, perDatabase } from '../support/custos.ts';
 import { connectAgent } from '../support/mcp.ts';
-import { startUpstream } from '../support/upstream.ts';
 
 const MARKER = `MARKER-${randomBytes(12).toString('hex')}`;
-const instances = new Map<string, TestCustos>();
-let upstream: Awaited<ReturnType<typeof startUpstream>>;
-
-test.before(async () => {
-  upstream = await startUpstream();
-  for (const db of DB_KINDS) instances.set(db, await startCustos(db));
-});
-test.after.always(async () => {
-  for (const i of instances.values()) await i.close();
-  await upstream?.close();
-});
+const env = perDatabase(test, { upstream: true });
 
 async function setup(i: TestCustos, opts: { tools?: string[]; methods?: string[]; defaultPermissions?: string[] } = {}) {
   const person = await Client.signup(i.url);
   const cred = await person.client.post(`/workspaces/${person.workspaceId}/credentials`, {
-    name: 'echo', service: 'custom', authScheme: 'bearer', baseUrl: `${upstream.url}/v1`, secret: { value: MARKER },
+    name: 'echo', service: 'custom', authScheme: 'bearer', baseUrl: `${env.upstream.url}/v1`, secret: { value: MARKER },
   });
   if (cred.status !== 201) throw new Error(cred.text);
   const hdr = await person.client.post(`/workspaces/${person.workspaceId}/credentials`, {
-    name: 'echo-header', service: 'custom', authScheme: 'header', baseUrl: `${upstream.url}/v1`, config: { headerName: 'x-api-key' }, secret: { value: MARKER },
+    name: 'echo-header', service: 'custom', authScheme: 'header', baseUrl: `${env.upstream.url}/v1`, config: { headerName: 'x-api-key' }, secret: { value: MARKER },
   });
   if (hdr.status !== 201) throw new Error(hdr.text);
   const tok = await person.client.post('/tokens/agent', {
@@ -38,7 +27,7 @@ async function setup(i: TestCustos, opts: { tools?: string[]; methods?: string[]
 }
 
 for (const db of DB_KINDS) {
-  const inst = (): TestCustos => instances.get(db)!;
+  const inst = (): TestCustos => env.get(db);
 
   test(`[${db}] call_api injects a bearer credential at the upstream and never returns it`, async (t) => {
     const { token, person } = await setup(inst());
@@ -49,7 +38,7 @@ for (const db of DB_KINDS) {
       const r = await agent.call('call_api', { service: 'echo', method: 'GET', path: `/items-${db}?limit=5` });
       t.false(r.isError, r.text);
       t.is(r.structured.status, 200);
-      const seen = upstream.received.find((x) => x.url === `/v1/items-${db}?limit=5`)!;
+      const seen = env.upstream.received.find((x) => x.url === `/v1/items-${db}?limit=5`)!;
       t.truthy(seen);
       t.is(seen.headers.authorization, `Bearer ${MARKER}`, 'the upstream got the credential');
       t.false(r.text.includes(MARKER), 'the echo of the credential is scrubbed from the result');
@@ -58,7 +47,7 @@ for (const db of DB_KINDS) {
       t.false('x-echo-auth' in r.structured.headers, 'unknown response headers are dropped');
       const header = await agent.call('call_api', { service: 'echo-header', method: 'POST', path: `/things-${db}`, body: { a: 1 } });
       t.false(header.isError, header.text);
-      const seenH = upstream.received.find((x) => x.url === `/v1/things-${db}`)!;
+      const seenH = env.upstream.received.find((x) => x.url === `/v1/things-${db}`)!;
       t.is(seenH.headers['x-api-key'], MARKER);
       t.is(seenH.headers['content-type'], 'application/json');
       t.is(seenH.body.toString(), '{"a":1}');
@@ -71,7 +60,7 @@ for (const db of DB_KINDS) {
       t.is(call.details.path, `/items-${db}?limit=[redacted]`);
       t.is(call.details.status, 200);
       t.is(call.details.method, 'GET');
-      t.is(call.details.host, new URL(upstream.url).host);
+      t.is(call.details.host, new URL(env.upstream.url).host);
       t.is(call.actor.type, 'agent_token');
       t.is(call.actor.creatorId, person.accountId);
     } finally {
@@ -82,7 +71,7 @@ for (const db of DB_KINDS) {
   test(`[${db}] an upstream body with nothing to scrub comes back intact (JSON, text, binary)`, async (t) => {
     const { token } = await setup(inst());
     const agent = await connectAgent(inst().url, token);
-    upstream.setHandler((req, res) => {
+    env.upstream.setHandler((req, res) => {
       if (req.url.endsWith('/json')) {
         res.setHeader('content-type', 'application/json');
         res.end(JSON.stringify({ ok: true, items: [1, 2, 3] }));

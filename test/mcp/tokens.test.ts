@@ -7,22 +7,16 @@ import test from 'ava';
 import { createHash } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { DB_KINDS, startCustos, type DbKind, type TestCustos } from '../support/custos.ts';
+import { DB_KINDS, startCustos, type DbKind, type TestCustos, perDatabase } from '../support/custos.ts';
 import { connectAgent } from '../support/mcp.ts';
 import { startUpstream } from '../support/upstream.ts';
 import { addCredential, auditOf, eventually, marker, mcpPost, mintAgent, postAgentToken, signup } from '../support/mcp-fixtures.ts';
 import { parseToken } from '../../src/core/token-format.ts';
 
-const instances = new Map<DbKind, TestCustos>();
-test.before(async () => {
-  for (const db of DB_KINDS) instances.set(db, await startCustos(db));
-});
-test.after.always(async () => {
-  for (const i of instances.values()) await i.close();
-});
+const env = perDatabase(test);
 
 for (const db of DB_KINDS) {
-  const inst = (): TestCustos => instances.get(db)!;
+  const inst = (): TestCustos => env.get(db);
 
   test(`[${db}] an agent token is custos_agent_ + 40 base62 + a CRC32 checksum; a one-character change fails the checksum`, async (t) => {
     const person = await signup(inst());

@@ -13,6 +13,9 @@ import { loadConfig, type DeepPartial } from '../../src/config/loader.ts';
 import type { Config } from '../../src/config/schema.ts';
 import { createLogger } from '../../src/log.ts';
 import { createCustos, type Custos } from '../../src/compose.ts';
+import { startUpstream } from './upstream.ts';
+
+type Upstream = Awaited<ReturnType<typeof startUpstream>>;
 
 export type DbKind = 'sqlite' | 'postgres';
 export const DB_KINDS: DbKind[] = ['sqlite', 'postgres'];
@@ -136,5 +139,44 @@ export class Client {
     const r = await client.post('/auth/signup', { email, password });
     if (r.status !== 201) throw new Error(`signup failed: ${r.status} ${r.text}`);
     return { client, email, password, accountId: r.body.account.id, workspaceId: r.body.workspace.id, orgId: r.body.organization.id };
+  }
+}
+
+/**
+ * One Custos per database kind for a test file (and, if asked, one shared recording upstream),
+ * started before the file's tests and closed after them.
+ */
+export function perDatabase(test: { before(fn: () => Promise<void>): void; after: { always(fn: () => Promise<void>): void } }, opts: { upstream?: boolean; overrides?: DeepPartial<Config> } = {}) {
+  const instances = new Map<DbKind, TestCustos>();
+  let up: Upstream | undefined;
+  test.before(async () => {
+    if (opts.upstream) up = await startUpstream();
+    for (const db of DB_KINDS) instances.set(db, await startCustos(db, opts.overrides));
+  });
+  test.after.always(async () => {
+    for (const i of instances.values()) await i.close();
+    await up?.close();
+  });
+  return {
+    get: (db: DbKind): TestCustos => instances.get(db)!,
+    get upstream(): Upstream {
+      if (!up) throw new Error('perDatabase: started without { upstream: true }');
+      return up;
+    },
+  };
+}
+
+/** Runs a CLI command in this process, capturing what it prints on stdout. */
+export async function captureStdout(fn: () => Promise<number>): Promise<{ code: number; out: string }> {
+  const orig = process.stdout.write.bind(process.stdout);
+  let out = '';
+  process.stdout.write = ((chunk: string | Uint8Array) => {
+    out += chunk.toString();
+    return true;
+  }) as typeof process.stdout.write;
+  try {
+    return { code: await fn(), out };
+  } finally {
+    process.stdout.write = orig;
   }
 }
