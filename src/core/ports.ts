@@ -4,6 +4,7 @@
  */
 import type { AuditInput } from '../audit/audit-log.ts';
 import type { AuditRecord } from '../audit/chain.ts';
+import type { MaskedQueryResult } from '../sql/pool.ts';
 import type {
   AccountRow, CredentialRow, GrantRow, OrganizationRow, SessionRow, TokenRow, WorkspaceRow,
 } from '../storage/entities.ts';
@@ -154,7 +155,7 @@ export interface SignPort {
 
 export interface QueryDbRequest { sql: string; params?: unknown[] | undefined; maxRows?: number | undefined }
 /** What query_db returns: columns, capped rows (masked), counts, and what was masked. */
-export type { MaskedQueryResult as QueryDbResult } from '../sql/pool.ts';
+export type QueryDbResult = MaskedQueryResult;
 
 /** query_db inside the actor. */
 export interface QueryPort {
