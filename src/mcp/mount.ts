@@ -118,8 +118,8 @@ export function mcpMiddleware(opts: McpMountOptions): Koa.Middleware<State> {
       response.headers.forEach((value, name) => ctx.set(name, value));
       ctx.body = response.body ? Buffer.from(await response.arrayBuffer()) : '';
     } finally {
-      // Back to the pool only once fully detached from this request's transport.
-      await server.close().then(() => pool.release(server), () => undefined);
+      // Detach off the response path; back to the pool only once fully detached from this transport.
+      void server.close().then(() => pool.release(server), () => undefined);
     }
   };
 }

@@ -15,11 +15,24 @@ import { MIGRATIONS } from './migrations/0001-initial.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
 
+/** The part of better-sqlite3's Database used on hot paths. */
+export interface SqliteHandle {
+  prepare(sql: string): { run(...params: unknown[]): unknown; get(...params: unknown[]): unknown };
+  transaction<F extends (...args: never[]) => unknown>(fn: F): F;
+}
+
 export interface Database {
   readonly dialect: Dialect;
   readonly dataSource: DataSource;
   /** Runs fn in one transaction (serialised on SQLite). */
   tx<T>(fn: (em: EntityManager) => Promise<T>): Promise<T>;
+  /**
+   * SQLite only: the raw better-sqlite3 handle, for synchronous prepared-statement transactions on
+   * hot paths. Use it only inside `serialize`, so it never interleaves with a TypeORM transaction.
+   */
+  readonly sqlite: SqliteHandle | null;
+  /** Runs fn under the SQLite transaction mutex (on PostgreSQL, simply runs it). */
+  serialize<T>(fn: () => T | Promise<T>): Promise<T>;
   /** Positional placeholder for raw SQL: $n on PostgreSQL, ? on SQLite. */
   p(n: number): string;
   migrate(): Promise<string[]>;
@@ -38,7 +51,7 @@ export interface DatabaseOptions {
 
 class Mutex {
   #tail: Promise<void> = Promise.resolve();
-  run<T>(fn: () => Promise<T>): Promise<T> {
+  run<T>(fn: () => T | Promise<T>): Promise<T> {
     const result = this.#tail.then(fn);
     this.#tail = result.then(() => undefined, () => undefined);
     return result;
@@ -81,9 +94,12 @@ export async function openDatabase(opts: DatabaseOptions): Promise<Database> {
     throw new CustosError('CUSTOS_ERR_UNAVAILABLE', `Cannot open the ${dialect} database.`, { cause: err });
   }
   const mutex = new Mutex();
+  const sqlite = dialect === 'sqlite' ? ((dataSource.driver as unknown as { databaseConnection: SqliteHandle }).databaseConnection ?? null) : null;
   const db: Database = {
     dialect,
     dataSource,
+    sqlite,
+    serialize: (fn) => (dialect === 'sqlite' ? mutex.run(fn) : Promise.resolve().then(fn)),
     tx: (fn) => (dialect === 'sqlite' ? mutex.run(() => dataSource.transaction(fn)) : dataSource.transaction(fn)),
     p: (n) => (dialect === 'postgres' ? `$${n}` : '?'),
     async migrate() {
