@@ -17,7 +17,7 @@ export type Dialect = 'sqlite' | 'postgres';
 
 /** The part of better-sqlite3's Database used on hot paths. */
 export interface SqliteHandle {
-  prepare(sql: string): { run(...params: unknown[]): unknown; get(...params: unknown[]): unknown };
+  prepare(sql: string): { run(...params: unknown[]): unknown; get(...params: unknown[]): unknown; all(...params: unknown[]): unknown[] };
   transaction<F extends (...args: never[]) => unknown>(fn: F): F;
 }
 

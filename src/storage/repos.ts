@@ -10,11 +10,29 @@ import {
 } from './entities.ts';
 import { randomUUID } from 'node:crypto';
 
+/**
+ * Hot single-statement reads on SQLite outside a transaction go straight to better-sqlite3 through a
+ * prepared-statement cache: TypeORM prepares the statement again on every call, which cost more
+ * than the read. Inside a transaction (or on PostgreSQL) reads go through the EntityManager.
+ */
+const statementCache = new WeakMap<object, Map<string, ReturnType<NonNullable<Database['sqlite']>['prepare']>>>();
+
+function rawAll(em: EntityManager, db: Database, sql: string, params: unknown[]): Promise<Array<Record<string, unknown>>> {
+  if (db.sqlite && em === db.dataSource.manager) {
+    let cache = statementCache.get(db.sqlite);
+    if (!cache) statementCache.set(db.sqlite, (cache = new Map()));
+    let stmt = cache.get(sql);
+    if (!stmt) cache.set(sql, (stmt = db.sqlite.prepare(sql)));
+    return Promise.resolve(stmt.all(...params) as Array<Record<string, unknown>>);
+  }
+  return em.query(sql, params) as Promise<Array<Record<string, unknown>>>;
+}
+
 export function createRepos(em: EntityManager, db: Database): Repos {
   const p = db.p;
   /** One row by raw SQL; integer columns come back as strings on PostgreSQL, so they are coerced. */
   const one = async <T>(sql: string, params: unknown[], ints: readonly string[] = []): Promise<T | null> => {
-    const rows = (await em.query(sql, params)) as Array<Record<string, unknown>>;
+    const rows = await rawAll(em, db, sql, params);
     const row = rows[0];
     if (!row) return null;
     for (const k of ints) if (row[k] !== undefined && row[k] !== null) row[k] = Number(row[k]);
@@ -46,10 +64,10 @@ export function createRepos(em: EntityManager, db: Database): Repos {
     findWorkspaceByName: (org_id, name) => em.findOneBy(WorkspaceEntity, { org_id, name }),
     countWorkspacesInOrg: (org_id) => em.countBy(WorkspaceEntity, { org_id }),
     listWorkspacesGranted: async (accountId) => {
-      const rows = (await em.query(
+      const rows = (await rawAll(em, db,
         `SELECT w.*, g.permissions AS permissions FROM workspaces w JOIN workspace_grants g ON g.workspace_id = w.id
          WHERE g.account_id = ${p(1)} ORDER BY w.created_at, w.name`, [accountId],
-      )) as Array<WorkspaceRow & { permissions: string }>;
+      )) as unknown as Array<WorkspaceRow & { permissions: string }>;
       return rows.map((r) => ({ ...r, dek_version: Number(r.dek_version) }));
     },
     listAllWorkspaces: () => em.find(WorkspaceEntity, { order: { created_at: 'ASC' } }),
