@@ -3,15 +3,13 @@
  * /api/v1/ci/secrets, with CI tokens minted through the API.
  */
 import test from 'ava';
-import { spawn } from 'node:child_process';
+import { runCustos } from '../support/cli.ts';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client, startCustos, type TestCustos } from '../support/custos.ts';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const MARKER = `MARKER-${randomBytes(10).toString('hex')}`;
 const AWS_SECRET = `aws${randomBytes(16).toString('hex')}`;
 let inst: TestCustos;
@@ -22,17 +20,6 @@ test.before(async () => {
 test.after.always(async () => {
   await inst?.close();
 });
-
-function custos(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['bin/custos.mjs', ...args], { cwd: ROOT, env: { PATH: process.env.PATH!, HOME: process.env.HOME ?? '/root', ...env } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 async function workspaceWithSecrets() {
   const person = await Client.signup(inst.url);
@@ -57,18 +44,18 @@ const PRINT_ENV = 'process.stdout.write(JSON.stringify({s: process.env.STRIPE_PR
 test('custos run injects the workspace secrets under documented names, masks them in output, and audits each reveal', async (t) => {
   const { person, ws, token } = await workspaceWithSecrets();
   const env = { CUSTOS_URL: inst.url, CUSTOS_CI_TOKEN: token };
-  const masked = await custos(['run', '--', process.execPath, '-e', PRINT_ENV], env);
+  const masked = await runCustos(['run', '--', process.execPath, '-e', PRINT_ENV], env);
   t.is(masked.code, 0, masked.stderr);
   const m = JSON.parse(masked.stdout);
   t.is(m.s, '***', 'the child printed the secret; custos run masked it');
   t.is(m.k, '***');
   t.is(m.r, 'eu-west-1');
   t.is(m.t, null, 'the CI token itself is not passed to the child');
-  const raw = await custos(['run', '--no-mask', '--', process.execPath, '-e', PRINT_ENV], env);
+  const raw = await runCustos(['run', '--no-mask', '--', process.execPath, '-e', PRINT_ENV], env);
   t.is(raw.code, 0, raw.stderr);
   t.is(JSON.parse(raw.stdout).s, MARKER, 'the child really had the value');
   t.is(JSON.parse(raw.stdout).k, AWS_SECRET);
-  const exit = await custos(['run', '--', process.execPath, '-e', 'process.exit(42)'], env);
+  const exit = await runCustos(['run', '--', process.execPath, '-e', 'process.exit(42)'], env);
   t.is(exit.code, 42, 'the child exit code is passed through');
   const audit = await person.client.get(`/workspaces/${ws}/audit?limit=100`);
   const reveals = audit.body.entries.filter((e: any) => e.action === 'ci.reveal' && e.outcome === 'success');
@@ -87,23 +74,23 @@ test('custos run refuses before running the command without reveal, with a revok
   const env = { CUSTOS_URL: inst.url, CUSTOS_CI_TOKEN: token };
   // The creator loses reveal: the token loses it on the next call.
   t.is((await person.client.put(`/workspaces/${ws}/grants/${person.accountId}`, { permissions: ['read', 'write', 'use', 'manage'] })).status, 200);
-  const noReveal = await custos(['run', '--', ...touch], env);
+  const noReveal = await runCustos(['run', '--', ...touch], env);
   t.not(noReveal.code, 0);
   t.regex(noReveal.stderr, /reveal|permission|403|refused/i);
   t.false(existsSync(marker));
   t.is((await person.client.put(`/workspaces/${ws}/grants/${person.accountId}`, { permissions: ['read', 'write', 'use', 'reveal', 'manage'] })).status, 200);
-  t.is((await custos(['run', '--', ...touch], env)).code, 0);
+  t.is((await runCustos(['run', '--', ...touch], env)).code, 0);
   t.true(existsSync(marker));
   // Revoked: refused at once.
   t.is((await person.client.del(`/tokens/ci/${tokenId}`)).status, 204);
-  const revoked = await custos(['run', '--', process.execPath, '-e', 'process.exit(0)'], env);
+  const revoked = await runCustos(['run', '--', process.execPath, '-e', 'process.exit(0)'], env);
   t.is(revoked.code, 3);
   t.regex(revoked.stderr, /revoked/);
-  const garbage = await custos(['run', '--', 'true'], { CUSTOS_URL: inst.url, CUSTOS_CI_TOKEN: 'custos_ci_nope' });
+  const garbage = await runCustos(['run', '--', 'true'], { CUSTOS_URL: inst.url, CUSTOS_CI_TOKEN: 'custos_ci_nope' });
   t.not(garbage.code, 0);
   // An agent token is not a CI token.
   const agent = await person.client.post('/tokens/agent', { name: 'a', tools: ['call_api'], methods: ['GET'] });
-  const wrongKind = await custos(['run', '--', 'true'], { CUSTOS_URL: inst.url, CUSTOS_CI_TOKEN: agent.body.token });
+  const wrongKind = await runCustos(['run', '--', 'true'], { CUSTOS_URL: inst.url, CUSTOS_CI_TOKEN: agent.body.token });
   t.not(wrongKind.code, 0);
 });
 
