@@ -6,7 +6,7 @@
  * SQLite has one connection: two TypeORM transactions on it would interleave, so on SQLite every
  * transaction is serialised through an in-process mutex (writes are short; WAL keeps readers going).
  */
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import { DataSource, type EntityManager } from 'typeorm';
 import { CustosError } from '../errors.ts';
@@ -73,8 +73,13 @@ export async function openDatabase(opts: DatabaseOptions): Promise<Database> {
   } else {
     dialect = 'sqlite';
     mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+    // Owner-only: created (or tightened) to 0600 before SQLite opens it; SQLite gives the -wal and
+    // -shm files the database file's mode.
+    const file = path.join(opts.dataDir, 'custos.sqlite');
+    closeSync(openSync(file, 'a', 0o600));
+    chmodSync(file, 0o600);
     dataSource = new DataSource({
-      type: 'better-sqlite3', database: path.join(opts.dataDir, 'custos.sqlite'), entities: ENTITIES, migrations: MIGRATIONS,
+      type: 'better-sqlite3', database: file, entities: ENTITIES, migrations: MIGRATIONS,
       synchronize: false, migrationsTableName: 'custos_migrations', logging: false,
       prepareDatabase: (db: { pragma(s: string): unknown }) => {
         db.pragma('journal_mode = WAL');

@@ -1,4 +1,6 @@
 import test from 'ava';
+import { readdirSync, statSync } from 'node:fs';
+import path from 'node:path';
 import { Client, DB_KINDS, startCustos, type TestCustos, perDatabase } from '../support/custos.ts';
 
 const env = perDatabase(test);
@@ -135,6 +137,13 @@ for (const db of DB_KINDS) {
     t.is(unknownRoute.body.error.code, 'CUSTOS_ERR_NOT_FOUND');
     const list = await client.get('/workspaces');
     t.is(list.body.workspaces.length, 1, 'nothing was created by any bad request');
+  });
+
+  test(`[${db}] data files are owner-only (0700 directory, 0600 files)`, async (t) => {
+    await Client.signup(env.get(db).url);
+    const dir = env.get(db).dataDir;
+    t.is(statSync(dir).mode & 0o777, 0o700);
+    for (const f of readdirSync(dir)) t.is(statSync(path.join(dir, f)).mode & 0o777, 0o600, f);
   });
 
   test(`[${db}] health and readiness answer`, async (t) => {
