@@ -1,22 +1,14 @@
 /** Processes benchmarks run against: an upstream, nginx, and a real `custos serve`. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync, existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export { freePort } from '../../test/support/net.ts';
+import { freePort } from '../../test/support/net.ts';
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 async function waitFor(url: string, ms = 30_000): Promise<void> {
   const until = Date.now() + ms;

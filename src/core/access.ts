@@ -24,6 +24,21 @@ export class AccessService {
   }
 
   /**
+   * Every workspace the principal has standing on, with its effective permissions there: one query
+   * (the grant is joined in), then the pure rules. Used wherever a principal names things by name.
+   */
+  async visibleWorkspaces(principal: Principal): Promise<Array<{ workspace: WorkspaceRow; permissions: Permission[] }>> {
+    if (principal.type === 'system') return [];
+    const accountId = principal.type === 'account' ? principal.accountId : principal.creatorId;
+    const out: Array<{ workspace: WorkspaceRow; permissions: Permission[] }> = [];
+    for (const ws of await this.#store.read.listWorkspacesGranted(accountId)) {
+      const permissions = effectivePermissions(principal, ws.id, parsePermissions(ws.permissions));
+      if (permissions) out.push({ workspace: ws, permissions });
+    }
+    return out;
+  }
+
+  /**
    * Loads the workspace and checks `needed`. Denials are audited on the workspace's chain when it
    * exists (so its auditors see probing), and answered 404 when the principal has no standing.
    */

@@ -7,10 +7,10 @@ import { isIP } from 'node:net';
 import { CustosError, notFound } from '../errors.ts';
 import { workspaceChain } from '../audit/audit-log.ts';
 import { buildUpstreamUrl, checkMethod, isBlockedAddress, sanitizeAgentHeaders } from '../broker/index.ts';
-import type { AuthScheme, PublicView } from '../kinds/credential-kind.ts';
+import { isHttpScheme, type AuthScheme, type PublicView } from '../kinds/credential-kind.ts';
 import { actorOf, type RequestContext } from './context.ts';
-import { canSeeConfig, HTTP_METHODS, parsePermissions, type Permission, type Tool } from './policy.ts';
-import { effectivePermissions, type AccessService } from './access.ts';
+import { canSeeConfig, HTTP_METHODS, type Permission, type Tool } from './policy.ts';
+import type { AccessService } from './access.ts';
 import { credentialView, type CredentialService } from './credentials.ts';
 import type { CallApiResult, CredentialRow, Store, UsePort, WorkspaceRow } from './ports.ts';
 
@@ -45,7 +45,6 @@ export interface CreateServiceInput {
   workspace?: string | undefined;
 }
 
-const HTTP_SCHEMES = new Set(['bearer', 'header', 'sigv4', 'oauth2']);
 
 /** `/v1/x?a=1&b=2` → `/v1/x?a=[redacted]&b=[redacted]`: query values may be secrets of their own. */
 export function redactQuery(path: string): string {
@@ -53,6 +52,17 @@ export function redactQuery(path: string): string {
   if (q < 0) return path;
   const params = path.slice(q + 1).split('&').map((kv) => `${kv.split('=')[0]}=[redacted]`);
   return `${path.slice(0, q)}?${params.join('&')}`;
+}
+
+/** A credential as an agent sees it: non-secret config, and the methods it may call with it. */
+function serviceView(row: CredentialRow, workspace: WorkspaceRow, permissions: Permission[], methods: readonly string[]): ServiceView {
+  const view = credentialView(row);
+  return {
+    id: row.id, name: row.name, workspace: workspace.name, workspaceId: workspace.id, service: row.service,
+    authScheme: view.authScheme, baseUrl: row.base_url, status: view.status, health: view.health,
+    allowedMethods: isHttpScheme(row.auth_scheme) && permissions.includes('use') ? [...methods] : [],
+    config: view.config,
+  };
 }
 
 export class BrokerService {
@@ -70,24 +80,10 @@ export class BrokerService {
     if (p.type !== 'agent_token') throw new CustosError('CUSTOS_ERR_UNAUTHENTICATED', 'MCP tools need an agent token.');
     if (p.scopes.tools.includes(tool)) return;
     const target = { type: 'tool', name: tool };
-    for (const ws of await this.#workspaces(ctx)) {
+    for (const ws of await this.access.visibleWorkspaces(ctx.principal)) {
       await this.store.audit({ chain: workspaceChain(ws.workspace.id), actor: actorOf(ctx), action: `mcp.${tool}`, target, outcome: 'denied', details: { reason: 'tool not in token scope' } });
     }
     throw new CustosError('CUSTOS_ERR_TOOL_NOT_ALLOWED', `This agent token may not use ${tool}; its tools are: ${p.scopes.tools.join(', ')}.`);
-  }
-
-  /** Workspaces the principal has standing on, with its effective permissions there. */
-  async #workspaces(ctx: RequestContext): Promise<Array<{ workspace: WorkspaceRow; permissions: Permission[] }>> {
-    const p = ctx.principal;
-    if (p.type === 'system') return [];
-    const accountId = p.type === 'account' ? p.accountId : p.creatorId;
-    const granted = await this.store.read.listWorkspacesGranted(accountId);
-    const out: Array<{ workspace: WorkspaceRow; permissions: Permission[] }> = [];
-    for (const ws of granted) {
-      const permissions = effectivePermissions(p, ws.id, parsePermissions(ws.permissions));
-      if (permissions) out.push({ workspace: ws, permissions });
-    }
-    return out;
   }
 
   /**
@@ -95,7 +91,7 @@ export class BrokerService {
    * A service in a workspace the principal cannot see is exactly as missing as one that does not exist.
    */
   async resolve(ctx: RequestContext, ref: string): Promise<{ row: CredentialRow; workspace: WorkspaceRow; permissions: Permission[] }> {
-    const visible = await this.#workspaces(ctx);
+    const visible = await this.access.visibleWorkspaces(ctx.principal);
     const slash = ref.indexOf('/');
     const wsName = slash > 0 ? ref.slice(0, slash) : null;
     const name = slash > 0 ? ref.slice(slash + 1) : ref;
@@ -117,24 +113,16 @@ export class BrokerService {
   async listServices(ctx: RequestContext): Promise<ServiceView[]> {
     const methods = ctx.principal.type === 'agent_token' ? ctx.principal.scopes.methods : [...HTTP_METHODS];
     const out: ServiceView[] = [];
-    for (const v of await this.#workspaces(ctx)) {
+    for (const v of await this.access.visibleWorkspaces(ctx.principal)) {
       if (!canSeeConfig(v.permissions)) continue;
-      for (const row of await this.store.read.listCredentials(v.workspace.id)) {
-        const view = credentialView(row);
-        out.push({
-          id: row.id, name: row.name, workspace: v.workspace.name, workspaceId: v.workspace.id, service: row.service,
-          authScheme: view.authScheme, baseUrl: row.base_url, status: view.status, health: view.health,
-          allowedMethods: HTTP_SCHEMES.has(row.auth_scheme) && v.permissions.includes('use') ? [...methods] : [],
-          config: view.config,
-        });
-      }
+      for (const row of await this.store.read.listCredentials(v.workspace.id)) out.push(serviceView(row, v.workspace, v.permissions, methods));
     }
     return out;
   }
 
   /** Pre-registers a service with the secret left blank (pending); a person supplies it in the app. */
   async createService(ctx: RequestContext, input: CreateServiceInput): Promise<{ service: ServiceView; supplySecretAt: string }> {
-    const visible = (await this.#workspaces(ctx)).filter((v) => v.permissions.includes('write'));
+    const visible = (await this.access.visibleWorkspaces(ctx.principal)).filter((v) => v.permissions.includes('write'));
     const target = input.workspace
       ? visible.find((v) => v.workspace.id === input.workspace || v.workspace.name === input.workspace)
       : visible.length === 1 ? visible[0] : undefined;
@@ -157,8 +145,8 @@ export class BrokerService {
       config: input.authScheme === 'header' && input.headerName ? { headerName: input.headerName } : undefined,
     }, 'mcp.create_service');
     const row = (await this.store.read.findCredential(created.id))!;
-    const [service] = (await this.listServices(ctx)).filter((s) => s.id === row.id);
-    return { service: service!, supplySecretAt: `${this.appUrl()}/api/v1/credentials/${row.id}/secret` };
+    const methods = ctx.principal.type === 'agent_token' ? ctx.principal.scopes.methods : [...HTTP_METHODS];
+    return { service: serviceView(row, target.workspace, target.permissions, methods), supplySecretAt: `${this.appUrl()}/api/v1/credentials/${row.id}/secret` };
   }
 
   async callApi(ctx: RequestContext, input: CallApiInput): Promise<CallApiResult & { service: string }> {
@@ -179,7 +167,7 @@ export class BrokerService {
       if (row.health === 'reauth_required') {
         throw new CustosError('CUSTOS_ERR_REAUTH_REQUIRED', `Service '${row.name}' needs a person to re-authorise it (its OAuth2 refresh failed${row.health_reason ? `: ${row.health_reason}` : ''}); supply a new secret in the Custos app.`);
       }
-      if (!row.base_url || !HTTP_SCHEMES.has(row.auth_scheme)) throw new CustosError('CUSTOS_ERR_VALIDATION', `Service '${row.name}' is a ${row.auth_scheme} credential; use ${row.auth_scheme === 'database' ? 'query_db' : 'the SSH agent'} instead.`);
+      if (!row.base_url || !isHttpScheme(row.auth_scheme)) throw new CustosError('CUSTOS_ERR_VALIDATION', `Service '${row.name}' is a ${row.auth_scheme} credential; use ${row.auth_scheme === 'database' ? 'query_db' : 'the SSH agent'} instead.`);
       const config = JSON.parse(row.config) as { headerName?: string };
       const headers = sanitizeAgentHeaders(input.headers, ['authorization', ...(config.headerName ? [config.headerName] : [])]);
       const url = buildUpstreamUrl(row.base_url, input.path);

@@ -10,7 +10,7 @@ import { workspaceChain } from '../audit/audit-log.ts';
 import { parseBaseUrl } from '../broker/url.ts';
 import { kindFor } from '../kinds/registry.ts';
 import { findCatalogEntry } from '../kinds/catalog.ts';
-import type { AuthScheme, PublicView } from '../kinds/credential-kind.ts';
+import { isHttpScheme, type AuthScheme, type PublicView } from '../kinds/credential-kind.ts';
 import { actorOf, type RequestContext } from './context.ts';
 import { canSeeConfig, type Permission } from './policy.ts';
 import type { AccessService } from './access.ts';
@@ -71,9 +71,6 @@ export interface CredentialView {
   updatedAt: string;
 }
 
-/** Schemes that call an HTTP upstream and therefore need a base URL. */
-const HTTP_SCHEMES: ReadonlySet<string> = new Set(['bearer', 'header', 'sigv4', 'oauth2']);
-
 export function credentialView(row: CredentialRow): CredentialView {
   const kind = kindFor(row.auth_scheme);
   return {
@@ -126,7 +123,7 @@ export class CredentialService {
   }
 
   #validate(scheme: AuthScheme, baseUrl: string | null, config: Record<string, unknown>): { baseUrl: string | null; config: Record<string, unknown> } {
-    if (HTTP_SCHEMES.has(scheme)) {
+    if (isHttpScheme(scheme)) {
       if (!baseUrl) throw new CustosError('CUSTOS_ERR_VALIDATION', `A ${scheme} credential needs a baseUrl.`);
       parseBaseUrl(baseUrl); // throws a clear CUSTOS_ERR_URL_REFUSED / VALIDATION
     } else if (baseUrl) {

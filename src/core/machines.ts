@@ -8,8 +8,7 @@ import { createHash } from 'node:crypto';
 import { CustosError, notFound } from '../errors.ts';
 import { workspaceChain } from '../audit/audit-log.ts';
 import { actorOf, type RequestContext } from './context.ts';
-import { parsePermissions } from './policy.ts';
-import { effectivePermissions, type AccessService } from './access.ts';
+import type { AccessService } from './access.ts';
 import { credentialView } from './credentials.ts';
 import type { CredentialRow, SecretVault, SignPort, Store, WorkspaceRow } from './ports.ts';
 
@@ -22,9 +21,8 @@ export class SshService {
     const p = ctx.principal;
     if (p.type !== 'ssh_token') throw new CustosError('CUSTOS_ERR_UNAUTHENTICATED', 'SSH endpoints need an SSH token.');
     const out: Array<{ row: CredentialRow; workspace: WorkspaceRow }> = [];
-    for (const ws of await this.store.read.listWorkspacesGranted(p.creatorId)) {
-      const perms = effectivePermissions(p, ws.id, parsePermissions(ws.permissions));
-      if (!perms?.includes('use')) continue;
+    for (const { workspace: ws, permissions } of await this.access.visibleWorkspaces(p)) {
+      if (!permissions.includes('use')) continue;
       for (const row of await this.store.read.listCredentials(ws.id)) {
         if (row.auth_scheme !== 'ssh' || row.status !== 'ready') continue;
         if (p.scopes.credentialIds && !p.scopes.credentialIds.includes(row.id)) continue;

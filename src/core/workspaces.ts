@@ -6,7 +6,7 @@ import { actorOf, type RequestContext } from './context.ts';
 import { formatPermissions, parsePermissions, PERMISSIONS, type Permission } from './policy.ts';
 import type { AccessService } from './access.ts';
 import type { PlanService } from './plans.ts';
-import type { OrganizationRow, Store, Tx, WorkspaceKeys, WorkspaceRow } from './ports.ts';
+import type { AccountRow, OrganizationRow, Store, Tx, WorkspaceKeys, WorkspaceRow } from './ports.ts';
 
 export interface WorkspaceView {
   id: string;
@@ -136,9 +136,7 @@ export class WorkspaceService {
   /** Grants or changes a teammate's permissions. `principal` is an account id or an email. */
   async putGrant(ctx: RequestContext, id: string, principal: string, permissions: Permission[]): Promise<GrantView> {
     await this.access.require(ctx, id, 'manage', 'grant.put');
-    const account = principal.includes('@')
-      ? await this.store.read.findAccountByEmail(principal.toLowerCase())
-      : await this.store.read.findAccountById(principal);
+    const account = await this.#findAccount(principal);
     if (!account) throw notFound('Account');
     const now = new Date().toISOString();
     return this.store.tx(async (tx) => {
@@ -154,9 +152,7 @@ export class WorkspaceService {
 
   async revokeGrant(ctx: RequestContext, id: string, principal: string): Promise<void> {
     await this.access.require(ctx, id, 'manage', 'grant.revoke');
-    const account = principal.includes('@')
-      ? await this.store.read.findAccountByEmail(principal.toLowerCase())
-      : await this.store.read.findAccountById(principal);
+    const account = await this.#findAccount(principal);
     const grant = account ? await this.store.read.findGrant(id, account.id) : null;
     if (!account || !grant) throw notFound('Grant');
     await this.store.tx(async (tx) => {
@@ -165,6 +161,11 @@ export class WorkspaceService {
       await tx.audit({ chain: workspaceChain(id), actor: actorOf(ctx), action: 'grant.revoke', target: { type: 'account', id: account.id, name: account.email },
         outcome: 'success', details: { previous: parsePermissions(grant.permissions) } });
     });
+  }
+
+  /** A grantee named by account id or by email. */
+  #findAccount(ref: string): Promise<AccountRow | null> {
+    return ref.includes('@') ? this.store.read.findAccountByEmail(ref.toLowerCase()) : this.store.read.findAccountById(ref);
   }
 
   /** A workspace must keep at least one `manage` holder, or nobody could ever administer it again. */

@@ -14,6 +14,10 @@ import { CustosError } from '../errors.ts';
 export const AUTH_SCHEMES = ['bearer', 'header', 'sigv4', 'oauth2', 'database', 'ssh'] as const;
 export type AuthScheme = (typeof AUTH_SCHEMES)[number];
 
+/** Schemes whose credentials are injected into HTTP requests (call_api); they need a base URL. */
+export const HTTP_AUTH_SCHEMES: ReadonlySet<string> = new Set<AuthScheme>(['bearer', 'header', 'sigv4', 'oauth2']);
+export const isHttpScheme = (scheme: string): boolean => HTTP_AUTH_SCHEMES.has(scheme);
+
 /** Decrypted secret fields, by field name. Owned by the actor; zeroed after the call. */
 export type SecretFields = Readonly<Record<string, Buffer>>;
 

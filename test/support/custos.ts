@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
+import { createTestDatabase } from './pg.ts';
 import { loadConfig, type DeepPartial } from '../../src/config/loader.ts';
 import type { Config } from '../../src/config/schema.ts';
 import { createLogger } from '../../src/log.ts';
@@ -19,33 +19,6 @@ type Upstream = Awaited<ReturnType<typeof startUpstream>>;
 
 export type DbKind = 'sqlite' | 'postgres';
 export const DB_KINDS: DbKind[] = ['sqlite', 'postgres'];
-
-export const PG_ADMIN_URL = process.env.CUSTOS_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-
-/** Creates a uniquely named PostgreSQL database; fails loudly (never skips) when PostgreSQL is down. */
-export async function createPgDatabase(prefix = 'custos_test'): Promise<{ url: string; name: string; drop(): Promise<void> }> {
-  const name = `${prefix}_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
-  try {
-    await admin.connect();
-  } catch (err) {
-    throw new Error(`PostgreSQL is required for these tests and is not reachable at ${PG_ADMIN_URL}: ${(err as Error).message}. Start it with: pg_ctlcluster 15 main start`);
-  }
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(PG_ADMIN_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    name,
-    async drop() {
-      const c = new pg.Client({ connectionString: PG_ADMIN_URL });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
-    },
-  };
-}
 
 export class LogCapture extends Writable {
   readonly lines: string[] = [];
@@ -70,7 +43,7 @@ export interface TestCustos {
 
 export async function startCustos(db: DbKind, overrides: DeepPartial<Config> = {}, env: NodeJS.ProcessEnv = {}): Promise<TestCustos> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'custos-test-'));
-  const pgdb = db === 'postgres' ? await createPgDatabase() : null;
+  const pgdb = db === 'postgres' ? await createTestDatabase('custos_test') : null;
   const config = loadConfig(env, {
     ...overrides,
     dataDir,

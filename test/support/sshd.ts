@@ -8,9 +8,11 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
+
+export { freePort } from './net.ts';
+import { freePort } from './net.ts';
 
 export const SSHD = '/usr/sbin/sshd';
 
@@ -23,17 +25,6 @@ export interface Sshd {
   /** Options for `ssh` that reach this server with no user config and no known_hosts. */
   sshOptions(): string[];
   stop(): Promise<void>;
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 export function requireOpenSsh(): void {
