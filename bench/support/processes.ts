@@ -78,7 +78,9 @@ export interface CustosProcess {
 export async function startCustosProcess(env: Record<string, string> = {}): Promise<CustosProcess> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'custos-bench-'));
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'serve'], {
+  // BENCH_NODE_ARGS: extra node flags for the server (e.g. --cpu-prof --cpu-prof-dir=/tmp/prof).
+  const nodeArgs = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : [];
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/cli/main.ts', 'serve'], {
     cwd: ROOT, stdio: ['ignore', 'ignore', process.env.BENCH_SERVER_STDERR ? 'inherit' : 'ignore'],
     env: { ...process.env, CUSTOS_DATA_DIR: dataDir, CUSTOS_PORT: String(port), CUSTOS_LOG_LEVEL: 'warn', CUSTOS_SCRYPT_COST: '16384',
       CUSTOS_MCP_RATE_PER_MINUTE: '100000000', ...env },

@@ -1,17 +1,17 @@
 /**
  * /mcp on Koa. Before the SDK sees a request: Host and Origin are validated (DNS-rebinding defence;
  * the SDK's own options are deprecated), only `Authorization: Bearer custos_agent_…` is accepted,
- * the body is capped, and each token is rate-limited. Then the request goes to a fresh stateless
- * transport with the principal attached as `req.auth` (tools read it as extra.authInfo).
+ * the body is capped, and each token is rate-limited. Then the request goes to the process's one
+ * McpServer through a stateless JSON transport (transport.ts), with the principal attached as
+ * authInfo (tools read it as extra.authInfo).
  */
 import type Koa from 'koa';
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { CustosError } from '../errors.ts';
 import { bearerToken, type TokenResolver } from '../http/auth.ts';
 import { readJsonBody, type State } from '../http/middleware.ts';
 import type { RequestContext } from '../core/context.ts';
 import type { ToolDeps } from './context.ts';
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StatelessJsonTransport } from './transport.ts';
 import { buildMcpServer } from './server.ts';
 
 export interface McpMountOptions {
@@ -40,29 +40,12 @@ class RateLimiter {
   }
 }
 
-/**
- * Building an McpServer (tool registrations, schema conversion, a JSON-schema validator) costs far
- * more than a call; a stateless transport, though, serves exactly one request. So servers are
- * pooled and each request connects a free one to a fresh transport, closing it afterwards. Nothing
- * about the caller lives on the server: the principal travels on the request (`req.auth`).
- */
-/** Request headers the MCP transport reads (content negotiation, protocol version). */
-const FORWARDED_HEADERS = ['accept', 'content-type', 'mcp-protocol-version', 'last-event-id'] as const;
-
-export class ServerPool {
-  readonly #free: McpServer[] = [];
-  constructor(private readonly build: () => McpServer, private readonly max = 64) {}
-  acquire(): McpServer {
-    return this.#free.pop() ?? this.build();
-  }
-  release(server: McpServer): void {
-    if (this.#free.length < this.max) this.#free.push(server);
-  }
-}
-
 export function mcpMiddleware(opts: McpMountOptions): Koa.Middleware<State> {
   const limiter = new RateLimiter(opts.ratePerMinute);
-  const pool = new ServerPool(() => buildMcpServer(opts.deps));
+  // One server and one transport for the whole process: the transport keeps concurrent requests
+  // apart (transport.ts), and nothing about a caller lives on the server.
+  const transport = new StatelessJsonTransport();
+  const connected = buildMcpServer(opts.deps).connect(transport);
   return async function mcp(ctx, next) {
     if (ctx.path !== '/mcp') return next();
     const host = ctx.get('host');
@@ -96,30 +79,22 @@ export function mcpMiddleware(opts: McpMountOptions): Koa.Middleware<State> {
     }
     const body = await readJsonBody(ctx, opts.bodyLimitBytes);
     const custos: RequestContext = { principal, ip: ctx.ip, requestId: ctx.state.requestId };
-    // The SDK's web-standard transport, driven directly: the body is already parsed and capped, and
-    // only the headers the transport reads are passed on (never Authorization: the principal is
-    // handed over as authInfo). The SDK's Node adapter would re-wrap every request through a
-    // Node→Fetch conversion layer, which dominated the per-call cost.
-    const headers = new Headers();
-    for (const name of FORWARDED_HEADERS) {
-      const v = ctx.get(name);
-      if (v) headers.set(name, v);
-    }
-    const request = new Request(`http://${host}/mcp`, { method: 'POST', headers });
-    const server = pool.acquire();
-    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    try {
-      await server.connect(transport);
-      const response = await transport.handleRequest(request, {
-        parsedBody: body,
-        authInfo: { token: '[redacted]', clientId: principal.tokenId, scopes: principal.scopes.tools, extra: { custos } },
-      });
-      ctx.status = response.status;
-      response.headers.forEach((value, name) => ctx.set(name, value));
-      ctx.body = response.body ? Buffer.from(await response.arrayBuffer()) : '';
-    } finally {
-      // Detach off the response path; back to the pool only once fully detached from this transport.
-      void server.close().then(() => pool.release(server), () => undefined);
+    await connected;
+    // The principal is handed to the tools as authInfo; the token itself never goes further.
+    const res = await transport.handle({
+      accept: ctx.get('accept') || undefined,
+      contentType: ctx.get('content-type') || undefined,
+      protocolVersion: ctx.get('mcp-protocol-version') || undefined,
+      body,
+      authInfo: { token: '[redacted]', clientId: principal.tokenId, scopes: principal.scopes.tools, extra: { custos } },
+    });
+    if (res.body === undefined) {
+      ctx.body = null;
+      ctx.status = res.status; // after the body: a null body would otherwise turn it into 204
+    } else {
+      ctx.status = res.status;
+      ctx.type = 'application/json';
+      ctx.body = res.body;
     }
   };
 }

@@ -1,6 +1,6 @@
 /**
- * The MCP server: stateless Streamable HTTP (a new server and transport per request, so any node can
- * serve any call), one registration per tool file.
+ * The MCP server: one per process behind the stateless JSON transport (transport.ts), so any node can
+ * serve any call; one registration per tool file.
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { ToolDeps } from './context.ts';
