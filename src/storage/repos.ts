@@ -44,7 +44,7 @@ export function createRepos(em: EntityManager, db: Database): Repos {
     insertAccount: async (row) => { await em.insert(AccountEntity, row); },
     insertOrganization: async (row) => { await em.insert(OrganizationEntity, row); },
     insertMembership: async (org_id, account_id, role, created_at) => { await em.insert(MembershipEntity, { org_id, account_id, role, created_at }); },
-    findOrganization: (id) => em.findOneBy(OrganizationEntity, { id }),
+    findOrganization: (id) => one<OrganizationRow>(`SELECT * FROM organizations WHERE id = ${p(1)}`, [id]),
     findPersonalOrganization: (owner_id) => em.findOne(OrganizationEntity, { where: { owner_id }, order: { created_at: 'ASC' } }),
     setOrganizationPlan: async (id, plan) => { await em.update(OrganizationEntity, { id }, { plan }); },
 
