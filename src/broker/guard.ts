@@ -88,12 +88,19 @@ function bareAddress(host: string): string {
  * not an IP literal is treated as blocked: the guard never guesses.
  */
 export function isBlockedAddress(address: string): boolean {
-  const ip = bareAddress(address);
-  const family = isIP(ip);
-  if (family === 4) return BLOCKED.check(ip, 'ipv4');
-  if (family === 6) return BLOCKED.check(ip, 'ipv6');
-  return true;
+  let blocked = blockedMemo.get(address);
+  if (blocked === undefined) {
+    const ip = bareAddress(address);
+    const family = isIP(ip);
+    blocked = family === 4 ? BLOCKED.check(ip, 'ipv4') : family === 6 ? BLOCKED.check(ip, 'ipv6') : true;
+    // BlockList.check builds a SocketAddress per call; the answer depends on the text alone.
+    if (blockedMemo.size >= 4096) blockedMemo.clear();
+    blockedMemo.set(address, blocked);
+  }
+  return blocked;
 }
+
+const blockedMemo = new Map<string, boolean>();
 
 export function isLoopbackAddress(address: string): boolean {
   const ip = bareAddress(address);
