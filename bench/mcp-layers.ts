@@ -1,6 +1,6 @@
 /**
  * Where /mcp time goes at c=1: p50 of sequential prepared requests for Koa alone (/healthz), an MCP
- * ping, tools/list, list_services and call_api, against a separate `custos serve`. Not in run-all.
+ * ping, tools/list, list_services and call_api, against a separate `custos serve`.
  *   node --import tsx bench/mcp-layers.ts
  */
 import { Agent, request } from 'node:http';

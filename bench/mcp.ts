@@ -81,6 +81,9 @@ async function main(): Promise<void> {
   const mcp32 = await load(`${custos.url}/mcp`, 32, { method: 'POST', headers: mcpHeaders, body: mcpBody });
   rows.push(['/mcp call_api (Bearer) → upstream', mcp1, mcp32]);
   const after = await custos.metrics();
+  // The floor on this machine: the same Custos process answering /healthz (Koa and its middleware,
+  // no MCP, no database, no upstream). A call can only be some multiple of this.
+  rows.push(['(reference) Custos /healthz, no upstream', await sequential(`${custos.url}/healthz`, N1), await load(`${custos.url}/healthz`, 32)]);
 
   // The official SDK client, sequential calls: end-to-end latency as an agent sees it.
   const client = new Client({ name: 'bench', version: '1.0.0' });
@@ -103,6 +106,7 @@ async function main(): Promise<void> {
   console.log(`\nc=1: ${N1} sequential prepared requests on one keep-alive connection; c=32: autocannon ${SECONDS}s`);
   console.log(`added p50 latency at c=1: /mcp ${(mcp1.p50 - direct1.p50).toFixed(3)} ms over direct` + (nginx ? `; nginx ${(rows[1]![1].p50 - direct1.p50).toFixed(3)} ms` : ''));
   console.log(`throughput ratio at c=32: /mcp / direct = ${(mcp32.rps / direct32.rps).toFixed(3)}` + (nginx ? `; /mcp / nginx = ${(mcp32.rps / rows[1]![2].rps).toFixed(3)}` : ''));
+  console.log(`/mcp call_api costs ${(rows.at(-1)![2].rps / mcp32.rps).toFixed(1)}× a /healthz request of the same process at c=32`);
   console.log(`SDK client (300 sequential call_api): p50 ${pct(sdk, 50).toFixed(2)} ms, p99 ${pct(sdk, 99).toFixed(2)} ms`);
   console.log(`key-backend calls during ~${Math.round(audited)} audited call_api: ${calls} (${(calls / Math.max(1, audited)).toFixed(6)} per call)`);
   if (!nginx) console.log('nginx not installed (apt-get install -y nginx-light): nginx row skipped');

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
-const BENCHES = ['keys.ts', 'actors.ts', 'mcp.ts', 'query-db-core.ts', 'query-db.ts', 'ssh.ts', 'run.ts'];
+const BENCHES = ['keys.ts', 'actors.ts', 'mcp.ts', 'mcp-layers.ts', 'query-db-core.ts', 'query-db.ts', 'ssh.ts', 'run.ts'];
 let failed = 0;
 for (const b of BENCHES) {
   console.log(`\n=== bench/${b} ===`);
