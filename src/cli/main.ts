@@ -3,6 +3,7 @@
  * commands (`run`, `ssh-agent`) start without loading the server's dependencies.
  */
 import { pathToFileURL } from 'node:url';
+import { runGuarded } from './guarded.ts';
 
 type Command = (argv: string[], env: NodeJS.ProcessEnv) => Promise<number>;
 
@@ -44,16 +45,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     process.stderr.write(`custos: unknown command '${name}'\n\n${usage()}\n`);
     return 2;
   }
-  try {
-    return await (await cmd.load())(rest, env);
-  } catch (err) {
-    const e = err as { code?: string; message?: string; expose?: boolean };
-    const message = e.code?.startsWith('CUSTOS_ERR_') && e.expose !== false ? `${e.code}: ${e.message}` : 'internal error';
-    process.stderr.write(`custos ${name}: ${message}\n`);
-    // Operators debugging start-up may ask for the cause; it may quote config, so never by default.
-    if (env.CUSTOS_DEBUG === '1') process.stderr.write(`${(err as Error)?.stack ?? String(err)}\n`);
-    return 1;
-  }
+  return runGuarded(name, async () => (await cmd.load())(rest, env), env);
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {

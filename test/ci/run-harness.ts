@@ -1,12 +1,12 @@
 /**
- * Spawns the real command path, `node --import tsx src/ci/run-main.ts …`, the way a CI job runs
- * `custos run`, and collects its exit code and output.
+ * Spawns the real command, `node bin/custos.mjs run …`, the way a CI job runs `custos run` (from
+ * the cached bundle, bin/run-bundle.mjs), and collects its exit code and output.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-export const RUN_MAIN = ['--import', 'tsx', 'src/ci/run-main.ts'];
+export const RUN_MAIN = ['bin/custos.mjs', 'run'];
 
 export interface CustosResult {
   code: number | null;
