@@ -123,7 +123,14 @@ export class StatelessJsonTransport implements Transport {
       const internalId = this.#nextId++;
       if (this.#nextId > Number.MAX_SAFE_INTEGER) this.#nextId = 1;
       this.#pending.set(internalId, { originalId: m.id!, resolve });
-      this.onmessage!({ ...m, id: internalId } as JSONRPCMessage, { authInfo: req.authInfo });
+      try {
+        this.onmessage!({ ...m, id: internalId } as JSONRPCMessage, { authInfo: req.authInfo });
+      } catch (err) {
+        // The SDK answers every request it accepts; if it throws instead, answer for it.
+        this.#pending.delete(internalId);
+        this.onerror?.(err instanceof Error ? err : new Error(String(err)));
+        resolve({ jsonrpc: '2.0', id: m.id!, error: { code: -32603, message: 'Internal error' } } as Message);
+      }
     }));
     const responses = await Promise.all(answers);
     // As the SDK transport: one response is sent bare, several as an array.

@@ -145,3 +145,14 @@ test('closing the transport answers what is still pending instead of leaving it 
   t.is(r.status, 200);
   t.deepEqual(JSON.parse(r.body!), { jsonrpc: '2.0', id: 'x', error: { code: -32000, message: 'Server is shutting down.' } });
 });
+
+test('a server that throws instead of answering gets an internal error in its place, and nothing stays pending', async (t) => {
+  const transport = new StatelessJsonTransport();
+  transport.onmessage = () => {
+    throw new Error('boom: must not reach the agent');
+  };
+  const r = await transport.handle({ accept: MCP_ACCEPT, contentType: 'application/json', protocolVersion: undefined, body: [{ jsonrpc: '2.0', id: 4, method: 'ping' }, { jsonrpc: '2.0', id: 5, method: 'ping' }], authInfo: { token: '', clientId: 'c', scopes: [] } });
+  t.is(r.status, 200);
+  t.deepEqual(JSON.parse(r.body!), [4, 5].map((id) => ({ jsonrpc: '2.0', id, error: { code: -32603, message: 'Internal error' } })));
+  t.false(r.body!.includes('boom'));
+});
