@@ -44,7 +44,13 @@ export function mcpMiddleware(opts: McpMountOptions): Koa.Middleware<State> {
   const limiter = new RateLimiter(opts.ratePerMinute);
   // One server and one transport for the whole process: the transport keeps concurrent requests
   // apart (transport.ts), and nothing about a caller lives on the server.
-  const transport = new StatelessJsonTransport();
+  const transport = new StatelessJsonTransport({
+    staticMethods: ['tools/list'],
+    // An agent sees only the tools its token may call (authInfo.scopes is the token's tool scope).
+    shapeResult: (method, result, authInfo) => (method === 'tools/list' && Array.isArray(result.tools)
+      ? { ...result, tools: (result.tools as Array<{ name: string }>).filter((tool) => authInfo.scopes.includes(tool.name)) }
+      : result),
+  });
   const connected = buildMcpServer(opts.deps).connect(transport);
   return async function mcp(ctx, next) {
     if (ctx.path !== '/mcp') return next();

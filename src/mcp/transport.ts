@@ -59,13 +59,32 @@ function jsonError(status: number, code: number, message: string): McpHttpRespon
 /** A request is a message with a method and an id; a notification has a method and no id. */
 const isRequest = (m: Message): boolean => typeof m.method === 'string' && m.id !== undefined;
 
+export interface StatelessJsonTransportOptions {
+  /**
+   * Methods whose (first-page) result never changes while the process runs (e.g. `tools/list`:
+   * tools are registered once at start-up). The first answer is kept and later requests are
+   * answered from it without reaching the server.
+   */
+  staticMethods?: readonly string[];
+  /** Shapes a successful result for the caller (e.g. lists only the tools a token may use). */
+  shapeResult?: (method: string, result: Record<string, unknown>, authInfo: AuthInfo) => Record<string, unknown>;
+}
+
 export class StatelessJsonTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
   onmessage?: Transport['onmessage'];
   readonly #pending = new Map<number, Pending>();
+  readonly #static: Set<string>;
+  readonly #staticResults = new Map<string, Record<string, unknown>>();
+  readonly #shape: StatelessJsonTransportOptions['shapeResult'];
   #nextId = 1;
   #closed = false;
+
+  constructor(options: StatelessJsonTransportOptions = {}) {
+    this.#static = new Set(options.staticMethods ?? []);
+    this.#shape = options.shapeResult;
+  }
 
   async start(): Promise<void> {}
 
@@ -119,21 +138,39 @@ export class StatelessJsonTransport implements Transport {
     if (requests.length === 0) return { status: 202, body: undefined };
     if (this.#closed || !this.onmessage) return jsonError(503, -32000, 'Server is not accepting requests.');
 
-    const answers = requests.map((m) => new Promise<Message>((resolve) => {
+    const answers = requests.map((m) => this.#answer(m, req.authInfo));
+    const responses = await Promise.all(answers);
+    // As the SDK transport: one response is sent bare, several as an array.
+    return { status: 200, body: JSON.stringify(responses.length === 1 ? responses[0] : responses) };
+  }
+
+  /** One request's response: from the static cache or the server, then shaped for the caller. */
+  async #answer(m: Message, authInfo: AuthInfo): Promise<Message> {
+    // One cached answer per static method, for the first page only (no cursor); `_meta` (e.g. a
+    // progress token) does not change a result. Anything else goes to the server: the cache is bounded.
+    const params = (m as { params?: Record<string, unknown> }).params;
+    const staticKey = this.#static.has(m.method!) && params?.cursor === undefined ? m.method : undefined;
+    const cached = staticKey === undefined ? undefined : this.#staticResults.get(staticKey);
+    const response = cached ? ({ jsonrpc: '2.0', id: m.id!, result: cached } as Message) : await this.#dispatch(m, authInfo);
+    const result = (response as { result?: Record<string, unknown> }).result;
+    if (!result) return response;
+    if (staticKey !== undefined && !cached) this.#staticResults.set(staticKey, result);
+    return this.#shape ? ({ ...response, result: this.#shape(m.method!, result, authInfo) } as Message) : response;
+  }
+
+  #dispatch(m: Message, authInfo: AuthInfo): Promise<Message> {
+    return new Promise<Message>((resolve) => {
       const internalId = this.#nextId++;
       if (this.#nextId > Number.MAX_SAFE_INTEGER) this.#nextId = 1;
       this.#pending.set(internalId, { originalId: m.id!, resolve });
       try {
-        this.onmessage!({ ...m, id: internalId } as JSONRPCMessage, { authInfo: req.authInfo });
+        this.onmessage!({ ...m, id: internalId } as JSONRPCMessage, { authInfo });
       } catch (err) {
         // The SDK answers every request it accepts; if it throws instead, answer for it.
         this.#pending.delete(internalId);
         this.onerror?.(err instanceof Error ? err : new Error(String(err)));
         resolve({ jsonrpc: '2.0', id: m.id!, error: { code: -32603, message: 'Internal error' } } as Message);
       }
-    }));
-    const responses = await Promise.all(answers);
-    // As the SDK transport: one response is sent bare, several as an array.
-    return { status: 200, body: JSON.stringify(responses.length === 1 ? responses[0] : responses) };
+    });
   }
 }

@@ -544,7 +544,7 @@ for (const db of DB_KINDS) {
     const w = await world(inst(), { tools: ['list_services', 'call_api'], methods: ['GET'] });
     t.teardown(() => w.close());
     const tools = await w.agent.client.listTools();
-    t.true(tools.tools.some((x) => x.name === 'call_api'));
+    t.deepEqual(tools.tools.map((x) => x.name).sort(), ['call_api', 'list_services'], 'only the tools the token may call are listed');
     const get = await w.agent.call('call_api', { service: 'svc', method: 'GET', path: '/read' });
     t.false(get.isError, get.text);
     const post = await w.agent.call('call_api', { service: 'svc', method: 'POST', path: '/write', body: { a: 1 } });

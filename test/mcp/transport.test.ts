@@ -156,3 +156,28 @@ test('a server that throws instead of answering gets an internal error in its pl
   t.deepEqual(JSON.parse(r.body!), [4, 5].map((id) => ({ jsonrpc: '2.0', id, error: { code: -32603, message: 'Internal error' } })));
   t.false(r.body!.includes('boom'));
 });
+
+test('static methods are answered once by the server, then from the first answer, shaped per caller; a cursor goes through', async (t) => {
+  let calls = 0;
+  const transport = new StatelessJsonTransport({
+    staticMethods: ['tools/list'],
+    shapeResult: (method, result, authInfo) => (method === 'tools/list' ? { ...result, tools: (result.tools as Array<{ name: string }>).filter((x) => authInfo.scopes.includes(x.name)) } : result),
+  });
+  transport.onmessage = (message) => {
+    calls++;
+    const m = message as { id: number };
+    void transport.send({ jsonrpc: '2.0', id: m.id, result: { tools: [{ name: 'a' }, { name: 'b' }] } });
+  };
+  const ask = async (scopes: string[], params?: Record<string, unknown>): Promise<unknown> => {
+    const r = await transport.handle({ accept: MCP_ACCEPT, contentType: 'application/json', protocolVersion: undefined, body: { jsonrpc: '2.0', id: 1, method: 'tools/list', ...(params ? { params } : {}) }, authInfo: { token: '', clientId: 'c', scopes } });
+    return JSON.parse(r.body!).result.tools.map((x: { name: string }) => x.name);
+  };
+  t.deepEqual(await ask(['a', 'b']), ['a', 'b']);
+  t.deepEqual(await ask(['b']), ['b'], 'shaped for this caller');
+  t.deepEqual(await ask(['a'], { _meta: { progressToken: 7 } }), ['a']);
+  t.is(calls, 1, 'the server answered once');
+  t.deepEqual(await ask(['a', 'b']), ['a', 'b'], 'the cached answer was not changed by shaping');
+  await ask(['a'], { cursor: 'x' });
+  await ask(['a'], { cursor: 'y' });
+  t.is(calls, 3, 'pages after the first are not cached');
+});
