@@ -334,5 +334,5 @@ export async function sendOutbound(req: OutboundRequest, opts: SendOptions): Pro
     delete responseHeaders['content-encoding'];
     delete responseHeaders['content-length'];
   }
-  return { status: answer.status, headers: responseHeaders, body, truncated, latencyMs: performance.now() - started };
+  return { status: answer.status, headers: responseHeaders, body, truncated, latencyMs: Math.round((performance.now() - started) * 10) / 10 };
 }
