@@ -52,6 +52,7 @@ export function mcpMiddleware(opts: McpMountOptions): Koa.Middleware<State> {
       : result),
   });
   const connected = buildMcpServer(opts.deps).connect(transport);
+  connected.catch(() => undefined); // awaited per request (a failure there is a 500), never unhandled
   return async function mcp(ctx, next) {
     if (ctx.path !== '/mcp') return next();
     const host = ctx.get('host');
