@@ -18,7 +18,7 @@ import { createLogger } from '../../src/log.ts';
 import { Client, LogCapture, startCustos } from '../support/custos.ts';
 import { startKmsStandIn } from '../support/kms-standin.ts';
 import { connectAgent } from '../support/mcp.ts';
-import { createSoftHsmToken } from '../support/softhsm.ts';
+import { createSoftHsmToken, pkcs11ConfigFor } from '../support/softhsm.ts';
 import { startUpstream } from '../support/upstream.ts';
 
 let upstream: Awaited<ReturnType<typeof startUpstream>>;
@@ -51,7 +51,7 @@ test.serial('pkcs11 with a wrong PIN file: 503 CUSTOS_ERR_KEY_BACKEND_UNAVAILABL
   const dataDir = mkdtempSync(path.join(tmpdir(), 'custos-pkcs11-down-'));
   const keys = {
     backend: 'pkcs11' as const,
-    pkcs11: { module: token.module, tokenLabel: token.label, pin: null, pinFile: token.pinFile, kekLabel: 'custos-kek', mechanism: 'aes-gcm' as const, sessions: 2 },
+    pkcs11: pkcs11ConfigFor(token),
   };
   try {
     // A healthy node creates the data.

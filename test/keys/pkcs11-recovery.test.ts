@@ -7,7 +7,7 @@ import { writeFile } from 'node:fs/promises';
 import test from 'ava';
 import { CustosError } from '../../src/errors.ts';
 import { createPkcs11Backend, cryptokiFor, type Pkcs11BackendConfig } from '../../src/keys/pkcs11/index.ts';
-import { createSoftHsmToken, type SoftHsmToken } from '../support/softhsm.ts';
+import { createSoftHsmToken, pkcs11ConfigFor, type SoftHsmToken } from '../support/softhsm.ts';
 import { captureLogger } from './log-capture.ts';
 
 const tokens: SoftHsmToken[] = [];
@@ -20,18 +20,7 @@ test.after.always(async () => {
   for (const t of tokens) await t.cleanup();
 });
 
-function config(overrides: Partial<Pkcs11BackendConfig> = {}): Pkcs11BackendConfig {
-  return {
-    module: token.module,
-    tokenLabel: token.label,
-    pin: null,
-    pinFile: token.pinFile,
-    kekLabel: 'custos-kek',
-    mechanism: 'aes-gcm',
-    sessions: 2,
-    ...overrides,
-  };
-}
+const config = (overrides: Partial<Pkcs11BackendConfig> = {}): Pkcs11BackendConfig => pkcs11ConfigFor(token, overrides);
 
 test.serial('pkcs11: a wrong PIN gives a 503-class error without the PIN; once the PIN file is corrected the next call works', async (t) => {
   const marker = `MARKER-${randomBytes(6).toString('hex')}`;

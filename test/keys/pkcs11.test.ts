@@ -7,7 +7,7 @@ import test from 'ava';
 import { CustosError } from '../../src/errors.ts';
 import { registerKeyBackendConformance } from '../../src/keys/conformance.ts';
 import { createPkcs11Backend, cryptokiFor, pkcs11js, type Pkcs11BackendConfig } from '../../src/keys/pkcs11/index.ts';
-import { createSoftHsmToken, type SoftHsmToken } from '../support/softhsm.ts';
+import { createSoftHsmToken, pkcs11ConfigFor, type SoftHsmToken } from '../support/softhsm.ts';
 import { captureLogger } from './log-capture.ts';
 
 let token: SoftHsmToken;
@@ -18,18 +18,7 @@ test.after.always(async () => {
   await token?.cleanup();
 });
 
-function config(overrides: Partial<Pkcs11BackendConfig> = {}): Pkcs11BackendConfig {
-  return {
-    module: token.module,
-    tokenLabel: token.label,
-    pin: null,
-    pinFile: token.pinFile,
-    kekLabel: 'custos-kek',
-    mechanism: 'aes-gcm',
-    sessions: 4,
-    ...overrides,
-  };
-}
+const config = (overrides: Partial<Pkcs11BackendConfig> = {}): Pkcs11BackendConfig => pkcs11ConfigFor(token, { sessions: 4, ...overrides });
 
 registerKeyBackendConformance(test, {
   name: 'pkcs11 (aes-gcm)',

@@ -14,6 +14,7 @@ import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import type { Pkcs11BackendConfig } from '../../src/keys/pkcs11/index.ts';
 
 const run = promisify(execFile);
 
@@ -83,5 +84,13 @@ export async function createSoftHsmToken(
         shared = null;
       }
     },
+  };
+}
+
+/** A pkcs11 backend config for `token` (PIN from its file, KEK label `custos-kek`, AES-GCM, 2 sessions). */
+export function pkcs11ConfigFor(token: SoftHsmToken, overrides: Partial<Pkcs11BackendConfig> = {}): Pkcs11BackendConfig {
+  return {
+    module: token.module, tokenLabel: token.label, pin: null, pinFile: token.pinFile,
+    kekLabel: 'custos-kek', mechanism: 'aes-gcm', sessions: 2, ...overrides,
   };
 }
